@@ -1,0 +1,4 @@
+"""`python -m tinyspec`: the command-line interface."""
+from tinyspec.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,174 @@
+"""dtypes: scalar, vector and pointer types, their ranges, numpy mapping and the promotion lattice."""
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass, fields
+from functools import cache
+from typing import ClassVar
+
+import numpy as np
+
+
+class AddrSpace(enum.Enum):
+  """Where a buffer lives: device memory, workgroup-shared memory, or registers."""
+  GLOBAL = enum.auto()
+  LOCAL = enum.auto()
+  REG = enum.auto()
+  def __repr__(self): return f"AddrSpace.{self.name}"
+
+
+@dataclass(frozen=True, eq=False)
+class DType:
+  """A scalar type, or a vector of `count` scalars when count > 1. Ordered by promotion priority.
+
+  Interned: building the same type twice gives the same object, so == and hash are identity (fast in every pattern match)."""
+  priority: int   # rank in the promotion lattice; ties broken by itemsize
+  itemsize: int   # bytes of one scalar
+  name: str
+  fmt: str | None  # struct/numpy format character, None for types numpy lacks (bfloat16, index, void)
+  count: int = 1
+  _interned: ClassVar[dict[tuple, DType]] = {}
+
+  def __new__(cls, *args, **kwargs):
+    given = dict(zip((f.name for f in fields(cls)), args), **kwargs)
+    key = (cls, *(given.get(f.name, f.default) for f in fields(cls)))  # defaults filled in: one key per distinct type
+    if (dt := DType._interned.get(key)) is None: dt = DType._interned[key] = super().__new__(cls)
+    return dt
+  def __reduce__(self): return (type(self), tuple(getattr(self, f.name) for f in fields(self)))
+
+  def vec(self, n: int) -> DType:
+    """This scalar type as an n-wide vector."""
+    if self.count != 1: raise ValueError(f"vec of a vector dtype {self}")
+    if n < 1: raise ValueError(f"vec width must be >= 1, got {n}")
+    return self if n == 1 else DType(self.priority, self.itemsize, self.name, self.fmt, n)
+  def scalar(self) -> DType: return self if self.count == 1 else DType(self.priority, self.itemsize, self.name, self.fmt)
+  def ptr(self, size: int = -1, addrspace: AddrSpace = AddrSpace.GLOBAL) -> PtrDType:
+    """A pointer to `size` elements of this type (-1: unknown size) in `addrspace`."""
+    return PtrDType(self.priority, self.itemsize, self.name, self.fmt, self.count, self, addrspace, size)
+  @property
+  def nbytes(self) -> int: return self.itemsize * self.count
+  @property
+  def min(self) -> int | float | bool: return dtype_range(self.scalar())[0]
+  @property
+  def max(self) -> int | float | bool: return dtype_range(self.scalar())[1]
+  @property
+  def np(self) -> np.dtype | None:
+    """The numpy dtype of one scalar, or None where numpy has none (bfloat16, void)."""
+    return None if self.fmt is None else np.dtype(self.fmt)
+  def __repr__(self): return f"dtypes.{self.name}" + (f".vec({self.count})" if self.count > 1 else "")
+  def _order(self): return (self.priority, self.itemsize, self.name, self.count)
+  def __lt__(self, other: DType): return self._order() < other._order()
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class PtrDType(DType):
+  """A pointer: what a BUFFER or PARAM in a kernel has. `base` is the pointee type."""
+  base: DType = None  # type: ignore[assignment]
+  addrspace: AddrSpace = AddrSpace.GLOBAL
+  size: int = -1
+  def vec(self, n: int) -> DType: raise ValueError(f"vec of a pointer dtype {self}")
+  def scalar(self) -> DType: return self
+  def __repr__(self): return f"{self.base!r}.ptr({self.size}, {self.addrspace!r})"
+
+
+class dtypes:
+  """Every dtype of the spec by name, and the questions asked about them."""
+  void = DType(-1, 0, "void", None)
+  index = DType(-1, 8, "index", "q")  # integer of index arithmetic: 64-bit, never stored in a buffer
+  bool = DType(0, 1, "bool", "?")
+  int8 = DType(1, 1, "int8", "b")
+  uint8 = DType(2, 1, "uint8", "B")
+  int16 = DType(3, 2, "int16", "h")
+  uint16 = DType(4, 2, "uint16", "H")
+  int32 = DType(5, 4, "int32", "i")
+  uint32 = DType(6, 4, "uint32", "I")
+  int64 = DType(7, 8, "int64", "q")
+  uint64 = DType(8, 8, "uint64", "Q")
+  float16 = DType(9, 2, "float16", "e")
+  bfloat16 = DType(10, 2, "bfloat16", None)
+  float32 = DType(11, 4, "float32", "f")
+  float64 = DType(12, 8, "float64", "d")
+  half, float, double, char, uchar, short, ushort, long, ulong = float16, float32, float64, int8, uint8, int16, uint16, int64, uint64
+  int, uint = int32, uint32
+  default_float: DType = float32
+  default_int: DType = int32
+
+  @staticmethod
+  def is_float(dt: DType) -> bool: return dt.scalar() in FLOATS
+  @staticmethod
+  def is_int(dt: DType) -> bool: return dt.scalar() in INTS or dt.scalar() == dtypes.index
+  @staticmethod
+  def is_unsigned(dt: DType) -> bool: return dt.scalar() in UINTS
+  @staticmethod
+  def is_bool(dt: DType) -> bool: return dt.scalar() == dtypes.bool
+  @staticmethod
+  def from_py(x) -> DType:
+    """The dtype of a Python scalar, as PyTorch infers it (bool, default int, default float)."""
+    if isinstance(x, (bool, np.bool_)): return dtypes.bool
+    if isinstance(x, (int, np.integer)): return dtypes.default_int
+    if isinstance(x, (float, np.floating)): return dtypes.default_float
+    raise TypeError(f"no dtype for Python value {x!r} of type {type(x).__name__}")
+  @staticmethod
+  def from_np(npdt) -> DType:
+    """The dtype of a numpy dtype."""
+    npdt = np.dtype(npdt)
+    for dt in ALL:
+      if dt.fmt is not None and dt != dtypes.index and np.dtype(dt.fmt) == npdt: return dt
+    raise TypeError(f"numpy dtype {npdt} has no tinyspec dtype")
+  @staticmethod
+  def from_name(name: str) -> DType:
+    """Look up a dtype by name: "float32", or an alias such as "float" or "half"."""
+    dt = getattr(dtypes, name, None)
+    if not isinstance(dt, DType): raise ValueError(f"unknown dtype name {name!r}")
+    return dt
+
+FLOATS = (dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)
+UINTS = (dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64)
+SINTS = (dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64)
+INTS = SINTS + UINTS
+ALL = (dtypes.bool,) + INTS + FLOATS + (dtypes.index, dtypes.void)
+
+_FLOAT_MAX = {dtypes.float16: 65504.0, dtypes.bfloat16: 3.3895313892515355e38, dtypes.float32: 3.4028234663852886e38,
+              dtypes.float64: 1.7976931348623157e308}
+
+@cache
+def dtype_range(dt: DType) -> tuple:
+  """(min, max) a value of scalar dtype `dt` can hold; floats span (-inf, inf) since they hold infinities."""
+  if dt == dtypes.bool: return (False, True)
+  if dt in FLOATS: return (-math.inf, math.inf)
+  if dt in UINTS: return (0, 2 ** (8 * dt.itemsize) - 1)
+  if dt in SINTS or dt == dtypes.index: return (-2 ** (8 * dt.itemsize - 1), 2 ** (8 * dt.itemsize - 1) - 1)
+  raise ValueError(f"{dt} has no value range")
+
+def finite_max(dt: DType) -> float:
+  """The largest finite value of a float dtype."""
+  return _FLOAT_MAX[dt.scalar()]
+
+# The promotion lattice: each dtype's direct parents. The result of mixing two dtypes is the smallest common ancestor,
+# so bool < ints < floats, signed and unsigned of one size meet in the next wider signed type, and any int meets a float in that float.
+_PARENTS: dict[DType, tuple[DType, ...]] = {
+  dtypes.bool: (dtypes.int8, dtypes.uint8),
+  dtypes.int8: (dtypes.int16,), dtypes.int16: (dtypes.int32,), dtypes.int32: (dtypes.int64,),
+  dtypes.int64: (dtypes.float16, dtypes.bfloat16),
+  dtypes.uint8: (dtypes.int16, dtypes.uint16), dtypes.uint16: (dtypes.int32, dtypes.uint32),
+  dtypes.uint32: (dtypes.int64, dtypes.uint64), dtypes.uint64: (dtypes.float16, dtypes.bfloat16),
+  dtypes.float16: (dtypes.float32,), dtypes.bfloat16: (dtypes.float32,), dtypes.float32: (dtypes.float64,), dtypes.float64: (),
+}
+
+@cache
+def _ancestors(dt: DType) -> frozenset[DType]:
+  return frozenset((dt,)).union(*(_ancestors(p) for p in _PARENTS[dt]))
+
+def least_upper_dtype(*dts: DType) -> DType:
+  """The dtype two or more dtypes promote to, as PyTorch does: int32 with float16 is float16, uint8 with int8 is int16."""
+  for dt in dts:
+    if dt.scalar() not in _PARENTS: raise TypeError(f"{dt} takes no part in type promotion")
+  common = frozenset.intersection(*(_ancestors(dt.scalar()) for dt in dts))
+  return min(common, key=lambda d: (d.priority, d.itemsize))
+
+def to_dtype(x) -> DType:
+  """Accept a DType, a name ("float32") or a numpy dtype, as users pass them."""
+  if isinstance(x, DType): return x
+  if isinstance(x, str): return dtypes.from_name(x)
+  return dtypes.from_np(x)

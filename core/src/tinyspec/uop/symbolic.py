@@ -1,0 +1,156 @@
+"""The symbolic simplifier for index arithmetic, as rewrite tables. `sym` is the whole simplifier; `simplify(u)` runs it.
+
+Rules that reassociate or collect terms apply to integers only: with floats they would change rounding (and x*0 is not 0 for nan).
+IDIV and MOD are floor division and floor modulo (see docs/spec.md), which makes (q*c + r)//c == q + r//c exact for any ints."""
+from __future__ import annotations
+
+from tinyspec.dtype import INTS, dtypes
+from tinyspec.uop.ops import GroupOp, Ops
+from tinyspec.uop.rewrite import PatternMatcher, UPat, graph_rewrite
+from tinyspec.uop.uop import UOp, exec_alu
+
+INT = INTS + (dtypes.index,)
+INTB = INT + (dtypes.bool,)
+x, y, z = UPat.var("x", INT), UPat.var("y", INT), UPat.var("z", INT)
+c1, c2 = UPat.cvar("c1", INT), UPat.cvar("c2", INT)
+anyx = UPat.var("x")
+
+def fold(op: Ops, *consts: UOp) -> UOp:
+  """The constant that `op` on these constants makes, with the first one's dtype semantics."""
+  return UOp.const(exec_alu(op, consts[0].dtype, tuple(c.arg[0] for c in consts)), consts[0].dtype)
+
+DECIDABLE = frozenset({Ops.CMPLT, Ops.CMPNE, Ops.MAX, Ops.IDIV, Ops.MOD, Ops.AND, Ops.OR, Ops.CAST, Ops.WHERE})
+
+def _decided(u: UOp) -> UOp | None:
+  """An integer or bool node whose interval is one point is that constant."""
+  if u.dtype not in INTB: return None
+  lo, hi = u.min_max
+  return UOp.const(lo, u.dtype) if lo == hi else None
+
+def _term(u: UOp) -> tuple[UOp, int]:
+  """A summand as (base, coefficient): x*3 is (x, 3), x is (x, 1)."""
+  return (u.src[0], u.src[1].arg[0]) if u.op is Ops.MUL and u.src[1].op is Ops.CONST else (u, 1)
+
+def _times(base: UOp, k: int) -> UOp: return base * k if k != 1 else base
+
+def _like_terms(a: UOp, b: UOp) -> UOp | None:
+  """a + b where both are multiples of one base: base * (ka + kb)."""
+  (ba, ka), (bb, kb) = _term(a), _term(b)
+  return _times(ba, ka + kb) if ba is bb and ba.op is not Ops.CONST else None
+
+def _like_terms_chain(s: UOp, t: UOp) -> UOp | None:
+  """(rest + a) + b where a and b are like terms: rest + (a + b), so terms meet even when the sum is a chain."""
+  return s.src[0] + merged if (merged := _like_terms(s.src[1], t)) is not None else None
+
+def _divides(d: UOp, k: UOp) -> bool: return d.arg[0] > 0 and k.arg[0] % d.arg[0] == 0
+
+def _sum_terms(u: UOp) -> list[UOp]:
+  terms, stack = [], [u]
+  while stack:
+    n = stack.pop()
+    if n.op is Ops.ADD: stack.extend(n.src)
+    else: terms.append(n)
+  return terms
+
+def _no_wrap(u: UOp) -> bool:
+  """True when u's interval shows it cannot have wrapped around (always for index arithmetic, which is 64-bit)."""
+  return u.dtype == dtypes.index or u.vmin > u.dtype.min or u.vmax < u.dtype.max
+
+def _div_split(num: UOp, c: UOp) -> UOp | None:
+  """(q*c + r) // c -> q + r // c: pull out every term whose coefficient c divides (exact for floor division)."""
+  d = c.arg[0]
+  if d <= 0 or not _no_wrap(num): return None
+  quo, rest = [], []
+  for t in _sum_terms(num):
+    base, k = _term(t)
+    if base.op is Ops.CONST: k, base = base.arg[0], UOp.const(1, t.dtype)
+    (quo if k % d == 0 else rest).append(_times(base, k // d) if k % d == 0 else t)
+  if not quo: return None
+  return _sum(quo) + (_sum(rest) // c if rest else 0)
+
+def _mod_split(num: UOp, c: UOp) -> UOp | None:
+  """(q*c + r) % c -> r % c: drop every term whose coefficient c divides."""
+  d = c.arg[0]
+  if d <= 0 or not _no_wrap(num): return None
+  terms = _sum_terms(num)
+  rest = [t for t in terms if _term(t)[1] % d != 0 and not (t.op is Ops.CONST and t.arg[0] % d == 0)]
+  return (_sum(rest) % c if rest else UOp.const(0, num.dtype)) if len(rest) < len(terms) else None
+
+def _sum(terms: list[UOp]) -> UOp:
+  out = terms[0]
+  for t in terms[1:]: out = out + t
+  return out
+
+def _lt_shift(x: UOp, c1: UOp, c2: UOp) -> UOp | None:
+  """x + c1 < c2 -> x < c2 - c1, unless c2 - c1 would wrap."""
+  lo, hi, k = x.dtype.min, x.dtype.max, c2.arg[0] - c1.arg[0]
+  return x < k if lo <= k <= hi and lo <= x.vmin + c1.arg[0] and x.vmax + c1.arg[0] <= hi else None
+
+# constant folding: an ALU op on constants is a constant
+pm_fold_consts = PatternMatcher([
+  (UPat(GroupOp.ALU - {Ops.CAST, Ops.WHERE}, src=UPat(Ops.CONST), name="u"), lambda u: fold(u.op, *u.src)),  # op(c, ...) -> c'
+  (UPat(Ops.CAST, src=(UPat(Ops.CONST, name="c"),), name="u"), lambda u, c: UOp.const(c.arg[0], u.dtype)),   # cast(c) -> c'
+])
+
+# identities: nodes that equal one of their sources or a constant, whatever the values
+pm_identities = PatternMatcher([
+  (anyx + 0, lambda x: x),                                                               # x + 0 -> x
+  (anyx * 1, lambda x: x),                                                               # x * 1 -> x
+  (x * 0, lambda x: UOp.const(0, x.dtype)),                                              # x * 0 -> 0
+  (x // 1, lambda x: x),                                                                 # x // 1 -> x
+  (x // -1, lambda x: -x),                                                               # x // -1 -> -x
+  (x % 1, lambda x: UOp.const(0, x.dtype)),                                              # x % 1 -> 0
+  (x // x, lambda x: UOp.const(1, x.dtype) if x.vmin > 0 or x.vmax < 0 else None),       # x // x -> 1 where x is never 0
+  (x % x, lambda x: UOp.const(0, x.dtype) if x.vmin > 0 or x.vmax < 0 else None),        # x % x -> 0 where x is never 0
+  (x.maximum(x), lambda x: x),                                                           # max(x, x) -> x
+  (UPat.var("x", INTB) & UPat.var("x"), lambda x: x),                                    # x & x -> x
+  (UPat.var("x", INTB) | UPat.var("x"), lambda x: x),                                    # x | x -> x
+  (UPat.var("x", INTB) ^ UPat.var("x"), lambda x: UOp.const(0, x.dtype)),                # x ^ x -> 0
+  (UPat.var("x", dtypes.bool) & True, lambda x: x),                                      # x & True -> x
+  (UPat.var("x", dtypes.bool) & False, lambda x: UOp.const(False, dtypes.bool)),         # x & False -> False
+  (UPat.var("x", dtypes.bool) | False, lambda x: x),                                     # x | False -> x
+  (UPat.var("x", dtypes.bool) | True, lambda x: UOp.const(True, dtypes.bool)),           # x | True -> True
+  (UPat.var("x", dtypes.bool).ne(False), lambda x: x),                                   # x != False -> x
+  (UPat.var("x", dtypes.bool).ne(True).ne(True), lambda x: x),                           # not not x -> x
+  (UPat.var("x", INTB) < UPat.var("x"), lambda x: UOp.const(False, dtypes.bool)),        # x < x -> False
+  (UPat.var("x", INTB).ne(UPat.var("x")), lambda x: UOp.const(False, dtypes.bool)),      # x != x -> False (not for floats: nan)
+  (UPat.var("c").where(UPat.var("a"), UPat.var("a")), lambda c, a: a),                   # where(c, a, a) -> a
+  (UPat.const(True).where(UPat.var("a"), UPat.var("b")), lambda a, b: a),                # where(True, a, b) -> a
+  (UPat.const(False).where(UPat.var("a"), UPat.var("b")), lambda a, b: b),               # where(False, a, b) -> b
+])
+
+# decided by intervals: a comparison, max or division whose operands' ranges fix the answer
+pm_decide_by_range = PatternMatcher([
+  (UPat(DECIDABLE, name="u"), _decided),                                                 # [lo, lo] -> lo (ADD, MUL: left to folding)
+  (x.maximum(y), lambda x, y: x if x.vmin >= y.vmax else None),                          # max(x, y) -> x when x >= y always
+  (x % c1, lambda x, c1: x if 0 <= x.vmin and x.vmax < c1.arg[0] else None),             # x % c -> x when 0 <= x < c
+])
+
+# collecting like terms and moving constants outward (integers only)
+pm_collect_terms = PatternMatcher([
+  (UPat(Ops.ADD, src=(UPat(Ops.CONST, name="c"), UPat.var("x"))), lambda c, x: x + c if x.op is not Ops.CONST else None),  # c + x -> x + c
+  (UPat(Ops.MUL, src=(UPat(Ops.CONST, name="c"), UPat.var("x"))), lambda c, x: x * c if x.op is not Ops.CONST else None),  # c * x -> x * c
+  (UPat(Ops.ADD, src=(x + c1, c2)), lambda x, c1, c2: x + fold(Ops.ADD, c1, c2)),        # (x + c1) + c2 -> x + (c1 + c2)
+  (UPat(Ops.MUL, src=(x * c1, c2)), lambda x, c1, c2: x * fold(Ops.MUL, c1, c2)),        # (x * c1) * c2 -> x * (c1 * c2)
+  (UPat(Ops.ADD, src=(x + c1, y)), lambda x, c1, y: (x + y) + c1 if y.op is not Ops.CONST else None),  # (x + c) + y -> (x + y) + c
+  (UPat(Ops.MUL, src=(x + c1, c2)), lambda x, c1, c2: x * c2 + fold(Ops.MUL, c1, c2)),   # (x + c1) * c2 -> x*c2 + c1*c2
+  (UPat(Ops.ADD, src=(x, y)), lambda x, y: _like_terms(x, y)),                           # x*a + x*b -> x*(a+b)
+  (UPat(Ops.ADD, src=(UPat(Ops.ADD, name="s"), y)), lambda s, y: _like_terms_chain(s, y)),  # (r + x*a) + x*b -> r + x*(a+b)
+])
+
+# division and modulo folding (floor semantics, positive constant divisors)
+pm_div_mod = PatternMatcher([
+  ((x * c1).named("n") // c2, lambda x, c1, c2, n: x * (c1.arg[0] // c2.arg[0]) if _divides(c2, c1) and _no_wrap(n) else None),  # (x*4)//2 -> x*2
+  ((x * c1) % c2, lambda x, c1, c2: UOp.const(0, x.dtype) if _divides(c2, c1) else None),                                # (x*4)%2 -> 0
+  ((x // c1) // c2, lambda x, c1, c2: x // (c1.arg[0] * c2.arg[0]) if c1.arg[0] > 0 and c2.arg[0] > 0 else None),          # x//a//b -> x//(a*b)
+  ((x % c1) % c2, lambda x, c1, c2: x % c2 if _divides(c2, c1) else None),                                             # x%6%3 -> x%3
+  (UPat(Ops.IDIV, src=(UPat(Ops.ADD, name="n"), c1)), lambda n, c1: _div_split(n, c1)),  # (q*c + r)//c -> q + r//c
+  (UPat(Ops.MOD, src=(UPat(Ops.ADD, name="n"), c1)), lambda n, c1: _mod_split(n, c1)),   # (q*c + r)%c -> r%c
+  (x + c1 < c2, _lt_shift),                                                              # x + c1 < c2 -> x < c2 - c1
+])
+
+sym = pm_fold_consts + pm_identities + pm_decide_by_range + pm_collect_terms + pm_div_mod
+
+def simplify(u: UOp) -> UOp:
+  """u with every rule of `sym` applied to a fixed point."""
+  return graph_rewrite(u, sym)
