@@ -1,7 +1,6 @@
 """Printing the IR: the numbered listing of a linear program, the tree with back-references, Graphviz DOT."""
 import re
 
-import pytest
 from tinyspec.dtype import dtypes
 from tinyspec.uop import AxisType, Ops, UOp
 from tinyspec.viz import render_listing, render_tree, to_dot
@@ -125,9 +124,3 @@ def test_dot_quotes_in_args_stay_valid():
   u = UOp(Ops.CUSTOM, (UOp.const(1, dtypes.int32),), 'printf("%d", {0})')
   nodes = check_dot(to_dot(u), u)
   assert "printf('%d', {0})" in nodes[1]
-
-def test_dot_parses_with_pydot():
-  pydot = pytest.importorskip("pydot")
-  k = kernel()
-  (g,) = pydot.graph_from_dot_data(to_dot(k))
-  assert len(g.get_nodes()) - 1 == len(k.toposort())  # pydot lists the `node` defaults as a node too

@@ -5,11 +5,12 @@ import contextlib
 import gc
 import inspect
 import itertools
+import operator
 from collections.abc import Callable
 from typing import Any
 
 from tinyspec.dtype import DType
-from tinyspec.uop.ops import Ops
+from tinyspec.uop.ops import OPS, Ops
 from tinyspec.uop.uop import UOp
 
 _ANY = object()  # "match any arg"
@@ -91,16 +92,31 @@ class _Codegen:
     return f"v{self.nvars}"
   def emit(self, depth: int, line: str): self.lines.append("  " * depth + line)
 
-  def pat(self, p: UPat, node: str, bound: dict[str, str], depth: int, fail: str, rest: Callable[[dict[str, str], int, str], None],
-          check_op: bool = True):
-    """Emit checks of p against the local `node`, then `rest` with the captures so far; on a failed check run `fail`."""
+  def static_conds(self, p: UPat, node: str, check_op: bool = True) -> list[str]:
+    """Checks of p's own op, arg and dtype: they need no captures, so they run before any source loop."""
     conds = []
     if p.op is not None and check_op:
       conds.append(f"{node}.op is {self.ref(next(iter(p.op)))}" if len(p.op) == 1 else f"{node}.op in {self.ref(p.op)}")
     if p.arg is not _ANY: conds.append(f"{node}.arg[0] == {self.ref(p.arg)}" if p.op == {Ops.CONST} else f"{node}.arg == {self.ref(p.arg)}")
     if p.dtype is not None: conds.append(f"{node}.dtype in {self.ref(p.dtype)}")
+    return conds
+  def check(self, depth: int, conds: list[str], fail: str | None) -> int:
+    """Emit a guard. With a fail statement: `if not conds: fail`. With None (a rule's top level): the rest nests under
+    `if conds:`, and falling out of it reaches the next rule. Returns the depth the rest is written at."""
+    if not conds: return depth
+    if fail is None:
+      self.emit(depth, f"if {' and '.join(conds)}:")
+      return depth + 1
+    self.emit(depth, f"if not ({' and '.join(conds)}): {fail}")
+    return depth
+
+  def pat(self, p: UPat, node: str, bound: dict[str, str], depth: int, fail: str | None, rest: Callable[[dict[str, str], int, str | None], None],
+          static_done: bool = False, check_op: bool = True):
+    """Emit checks of p against the local `node`, then `rest` with the captures so far; on a failed check run `fail`.
+    Every level checks all its sources' static conditions first, so a mismatch is found before any nested loop runs."""
+    conds = [] if static_done else self.static_conds(p, node, check_op)
     if p.name is not None and p.name in bound: conds.append(f"{node} is {bound[p.name]}")
-    if conds: self.emit(depth, f"if not ({' and '.join(conds)}): {fail}")
+    depth = self.check(depth, conds, fail)
     if p.name is not None and p.name not in bound: bound = {**bound, p.name: node}
     if p.src is None: return rest(bound, depth, fail)
     if isinstance(p.src, UPat):  # every source matches one capture-free pattern
@@ -110,20 +126,25 @@ class _Codegen:
       self.pat(p.src, s, bound, depth + 1, "break", lambda b, d, f: None)
       self.emit(depth, "else:")
       rest(bound, depth + 1, fail)
-      return self.emit(depth, fail)
+      if fail is not None: self.emit(depth, fail)
+      return
     n, srcs = len(p.src), list(p.src)
-    self.emit(depth, f"if len({node}.src) {'<' if p.allow_any_len else '!='} {n}: {fail}")
+    if not (p.op is not None and all(_FIXED_ARITY.get(op) == n for op in p.op)):  # arity the op table already guarantees needs no check
+      depth = self.check(depth, [f"len({node}.src) {'>=' if p.allow_any_len else '=='} {n}"], fail)
     names = [self.var() for _ in srcs]
-    def chain(i: int, bound: dict[str, str], depth: int, fail: str):
+    def chain(i: int, bound: dict[str, str], depth: int, fail: str | None):
       if i == n: return rest(bound, depth, fail)
-      self.pat(srcs[i], names[i], bound, depth, fail, lambda b, d, f: chain(i + 1, b, d, f))
+      self.pat(srcs[i], names[i], bound, depth, fail, lambda b, d, f: chain(i + 1, b, d, f), static_done=True)
+    shallow = [c for q, name in zip(srcs, names) for c in self.static_conds(q, name)]
     if isinstance(p.src, tuple) or n == 1:
       self.emit(depth, f"{', '.join(names)}, = {node}.src[:{n}]")
-      return chain(0, bound, depth, fail)
+      return chain(0, bound, self.check(depth, shallow, fail), fail)
     orders = ", ".join("(" + "".join(f"{node}.src[{i}], " for i in perm) + ")" for perm in itertools.permutations(range(n)))
     self.emit(depth, f"for {', '.join(names)}, in ({orders}):")
-    chain(0, bound, depth + 1, "continue")
-    self.emit(depth, fail)
+    chain(0, bound, self.check(depth + 1, shallow, "continue"), "continue")
+    if fail is not None: self.emit(depth, fail)
+
+_FIXED_ARITY = {op: info.nsrc[0] for op, info in OPS.items() if info.nsrc[0] == info.nsrc[1]}
 
 def _names(p: UPat) -> set[str]:
   srcs = () if p.src is None else (p.src,) if isinstance(p.src, UPat) else p.src
@@ -142,11 +163,11 @@ def _compile_match(p: UPat) -> Callable[[UOp], dict[str, UOp] | None]:
   return _build(g, f"UPat {p!r:.200}")
 
 def _compile_rules(op: Ops, rules: list[tuple[UPat, Callable]]) -> Callable[[UOp, Any], UOp | None]:
-  """All rules for one op as a single function (u, ctx) -> replacement or None. Each rule is a block that `break` leaves for
-  the next one; commutative sources loop over their orders, so a failed order or a None from the rewrite function backtracks."""
+  """All rules for one op as a single function (u, ctx) -> replacement or None. Each rule is a nest of `if`s that falls through
+  to the next rule; commutative sources loop over their orders, so a failed order or a None from the rewrite function backtracks."""
   g = _Codegen()
   g.emit(0, "def fn(u, ctx):")
-  if any(_needed_src_ops(p) for p, _ in rules): g.emit(1, "src_ops = {s.op for s in u.src}")
+  if any(_needed_src_ops(p) for p, _ in rules): g.emit(1, f"src_ops = set(map({g.ref(operator.attrgetter('op'))}, u.src))")
   for p, rewrite_fn in rules:
     params = list(inspect.signature(rewrite_fn).parameters)
     wants_ctx = bool(params) and params[0] == "ctx"
@@ -154,10 +175,9 @@ def _compile_rules(op: Ops, rules: list[tuple[UPat, Callable]]) -> Callable[[UOp
     def leaf(bound: dict[str, str], depth: int, fail: str, fn=rewrite_fn, params=params[wants_ctx:], wants_ctx=wants_ctx):
       g.emit(depth, f"r = {g.ref(fn)}({', '.join((['ctx'] if wants_ctx else []) + [bound[k] for k in params])})")
       g.emit(depth, "if r is not None and r is not u: return r")
-      g.emit(depth, fail)
-    g.emit(1, "for _ in (0,):")
-    if needed := _needed_src_ops(p): g.emit(2, f"if not {g.ref(needed)} <= src_ops: break  # a source op the pattern needs is missing")
-    g.pat(p, "u", {}, 2, "break", leaf, check_op=False)  # the table is indexed by op: the root's op already matched
+      if fail is not None: g.emit(depth, fail)
+    depth = g.check(1, [f"{g.ref(needed)} <= src_ops"] if (needed := _needed_src_ops(p)) else [], None)  # cheap early reject
+    g.pat(p, "u", {}, depth, None, leaf, check_op=False)  # the table is indexed by op: the root's op already matched
   g.emit(1, "return None")
   return _build(g, f"rules for {op.name}")
 
@@ -187,6 +207,15 @@ class PatternMatcher:
     """The first rule's replacement for u, or None when no rule changes it."""
     return None if (fn := self.by_op.get(u.op)) is None else fn(u, ctx)
 
+
+def _sources_final(u: UOp, done: dict[UOp, UOp], rewrite: Callable, ctx: Any) -> bool:
+  """True when every source of u is a finished node; a new leaf source (like a folded constant) no rule changes is finished here."""
+  for s in u.src:
+    if s in done:
+      if done[s] is not s: return False
+    elif s.src or rewrite(s, ctx) is not None: return False
+    else: done[s] = s
+  return True
 
 @contextlib.contextmanager
 def _gc_paused():
@@ -222,11 +251,12 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, bottom_up: boo
         for s in top.src:
           if s not in done: push((s, 0, None))
       elif stage == 1:
-        new_src = tuple([done[s] for s in link.src])
+        new_src = tuple(map(done.__getitem__, link.src))
         new = link if new_src == link.src else UOp(link.op, new_src, link.arg, link.tag)  # tuple == compares UOps by identity
         r = None if bottom_up and new is link else rewrite(new, ctx)
-        if r is None:
-          done[n] = done[new] = new
+        while r is not None and r not in done and _sources_final(r, done, rewrite, ctx):
+          new, r = r, rewrite(r, ctx)  # a result built from finished nodes is rewritten here, without a round trip on the stack
+        if r is None: done[n] = done[new] = new
         elif r in done: done[n] = done[r]
         else: push((n, 2, r)); push((r, 0, None))
       else: done[n] = done[link]

@@ -32,15 +32,7 @@ def _term(u: UOp) -> tuple[UOp, int]:
   return (u.src[0], u.src[1].arg[0]) if u.op is Ops.MUL and u.src[1].op is Ops.CONST else (u, 1)
 
 def _times(base: UOp, k: int) -> UOp: return base * k if k != 1 else base
-
-def _like_terms(a: UOp, b: UOp) -> UOp | None:
-  """a + b where both are multiples of one base: base * (ka + kb)."""
-  (ba, ka), (bb, kb) = _term(a), _term(b)
-  return _times(ba, ka + kb) if ba is bb and ba.op is not Ops.CONST else None
-
-def _like_terms_chain(s: UOp, t: UOp) -> UOp | None:
-  """(rest + a) + b where a and b are like terms: rest + (a + b), so terms meet even when the sum is a chain."""
-  return s.src[0] + merged if (merged := _like_terms(s.src[1], t)) is not None else None
+def _plus1(c: UOp) -> UOp: return UOp.const(c.arg[0] + 1, c.dtype)
 
 def _divides(d: UOp, k: UOp) -> bool: return d.arg[0] > 0 and k.arg[0] % d.arg[0] == 0
 
@@ -134,8 +126,14 @@ pm_collect_terms = PatternMatcher([
   (UPat(Ops.MUL, src=(x * c1, c2)), lambda x, c1, c2: x * fold(Ops.MUL, c1, c2)),        # (x * c1) * c2 -> x * (c1 * c2)
   (UPat(Ops.ADD, src=(x + c1, y)), lambda x, c1, y: (x + y) + c1 if y.op is not Ops.CONST else None),  # (x + c) + y -> (x + y) + c
   (UPat(Ops.MUL, src=(x + c1, c2)), lambda x, c1, c2: x * c2 + fold(Ops.MUL, c1, c2)),   # (x + c1) * c2 -> x*c2 + c1*c2
-  (UPat(Ops.ADD, src=(x, y)), lambda x, y: _like_terms(x, y)),                           # x*a + x*b -> x*(a+b)
-  (UPat(Ops.ADD, src=(UPat(Ops.ADD, name="s"), y)), lambda s, y: _like_terms_chain(s, y)),  # (r + x*a) + x*b -> r + x*(a+b)
+  (x + x, lambda x: x * 2),                                                              # x + x -> x*2
+  (x * c1 + x * c2, lambda x, c1, c2: x * fold(Ops.ADD, c1, c2)),                        # x*a + x*b -> x*(a+b)
+  (x * c1 + x, lambda x, c1: x * _plus1(c1)),                                            # x*a + x -> x*(a+1)
+  # the same one step into a chain of sums, so like terms meet even when other terms stand between them
+  ((y + x) + x, lambda y, x: y + x * 2),                                                 # (y + x) + x -> y + x*2
+  ((y + x * c1) + x * c2, lambda y, x, c1, c2: y + x * fold(Ops.ADD, c1, c2)),           # (y + x*a) + x*b -> y + x*(a+b)
+  ((y + x * c1) + x, lambda y, x, c1: y + x * _plus1(c1)),                               # (y + x*a) + x -> y + x*(a+1)
+  ((y + x) + x * c1, lambda y, x, c1: y + x * _plus1(c1)),                               # (y + x) + x*a -> y + x*(a+1)
 ])
 
 # division and modulo folding (floor semantics, positive constant divisors)

@@ -6,6 +6,8 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from tinyspec.dtype import FLOATS, INTS, AddrSpace, DType, dtypes
 from tinyspec.uop import properties as P
 from tinyspec.uop.ops import OPS, AxisType, GroupOp, Ops
@@ -38,10 +40,13 @@ class derived:
 
 def _const_key(arg):
   # 0.0 == -0.0 and nan != nan in Python: key floats by their bits so both hash-cons correctly
+  if type(arg) is not tuple or len(arg) != 2: raise SpecViolation(f"CONST: arg must be (value, dtype), got {arg!r}")
   v, dt = arg
-  return (v.hex(), dt) if isinstance(v, float) else (v, type(v), dt)
+  return (v.hex(), dt) if type(v) is float else (v, type(v), dt)
 
-_NSRC = {op: info.nsrc for op, info in OPS.items()}
+_MANY = 1 << 62
+_NSRC = {op: (lo, _MANY if hi is None else hi) for op, (lo, hi) in ((op, info.nsrc) for op, info in OPS.items())}
+_CONST, _DTYPE_RULES, _SHAPE_RULES = Ops.CONST, P.DTYPE_RULES, P.SHAPE_RULES
 _live: dict[tuple, weakref.ref] = {}  # hash-consing table: (op, src, arg, tag) -> the live node
 
 
@@ -61,18 +66,18 @@ class UOp:
   shape: tuple
 
   def __new__(cls, op: Ops, src: tuple[UOp, ...] = (), arg: Any = None, tag: Any = None) -> UOp:
-    key = (op, src, _const_key(arg) if op is Ops.CONST else arg, tag)
+    key = (op, src, _const_key(arg) if op is _CONST else arg, tag)
     if (ref := _live.get(key)) is not None and (u := ref()) is not None: return u
     lo, hi = _NSRC[op]
-    if len(src) < lo or (hi is not None and len(src) > hi):
-      raise SpecViolation(f"{op.name}: takes {lo}{'+' if hi is None else '' if lo == hi else f'..{hi}'} sources {OPS[op].src}, got {len(src)}")
+    if not lo <= len(src) <= hi:
+      raise SpecViolation(f"{op.name}: takes {lo}{'+' if hi == _MANY else '' if lo == hi else f'..{hi}'} sources {OPS[op].src}, got {len(src)}")
     for s in src:
       if type(s) is not UOp: raise TypeError(f"{op.name}: every source must be a UOp, got {[type(s).__name__ for s in src]}")
     u = object.__new__(cls)
     _set_op(u, op); _set_src(u, src); _set_arg(u, arg); _set_tag(u, tag)
     d = u.__dict__
-    d["dtype"] = P.DTYPE_RULES[op](u)
-    d["shape"] = P.SHAPE_RULES[op](u)  # ill-formed nodes raise here, before they are registered
+    d["dtype"] = _DTYPE_RULES[op](u)
+    d["shape"] = _SHAPE_RULES[op](u)  # ill-formed nodes raise here, before they are registered
     _live[key] = weakref.ref(u, lambda r, key=key: _live.pop(key) if _live.get(key) is r else None)
     return u
   def __setattr__(self, name, value): raise AttributeError(f"UOp is immutable; use .replace({name}=...)")
@@ -114,9 +119,9 @@ class UOp:
   # ---- builders ----
   @staticmethod
   def const(value: ConstType, dtype: DType = dtypes.index) -> UOp:
-    """A scalar constant, converted to `dtype` the way a cast would (bool(), int(), float())."""
+    """A scalar constant brought into `dtype` the way a cast would: ints truncate and wrap around, floats round to the type."""
     sdt = dtype.scalar()
-    return UOp(Ops.CONST, (), ((_PY_TYPE.get(sdt) or _no_const(sdt))(value), sdt))
+    return UOp(Ops.CONST, (), ((_WRAP.get(sdt) or _no_const(sdt))(value), sdt))
   @staticmethod
   def vec(values, dtype: DType = dtypes.index) -> UOp:
     """A (k,)-shaped vector: a STACK of scalars. Ints become CONSTs; UOps (symbolic sizes) go in as they are."""
@@ -140,36 +145,37 @@ class UOp:
   def alu(self, op: Ops, *srcs: UOp | ConstType) -> UOp:
     """An elementwise op with this node as the first source; Python numbers become constants of this dtype."""
     return UOp(op, (self, *(self._operand(s) for s in srcs)))
+  def _bin(self, op: Ops, x: UOp | ConstType) -> UOp: return UOp(op, (self, x if type(x) is UOp else UOp.const(x, self.dtype)))
   def cast(self, dtype: DType) -> UOp: return self if self.dtype == dtype else UOp(Ops.CAST, (self,), dtype)
   def bitcast(self, dtype: DType) -> UOp: return UOp(Ops.BITCAST, (self,), dtype)
 
   # arithmetic builds primitives only (seed 001: SUB = ADD(a, NEG(b)), NEG = MUL(a, -1)), so rewrite rules see one canonical form
-  def __add__(self, x): return self.alu(Ops.ADD, x)
+  def __add__(self, x): return self._bin(Ops.ADD, x)
   def __radd__(self, x): return self._operand(x).alu(Ops.ADD, self)
-  def __mul__(self, x): return self.alu(Ops.MUL, x)
+  def __mul__(self, x): return self._bin(Ops.MUL, x)
   def __rmul__(self, x): return self._operand(x).alu(Ops.MUL, self)
   def __neg__(self):
     if self.dtype == dtypes.bool: raise TypeError("negation of a bool UOp is not defined; use .ne(True) for logical not")
-    return self.alu(Ops.MUL, -1)
+    return self._bin(Ops.MUL, -1)
   def __sub__(self, x): return self + (-self._operand(x))
   def __rsub__(self, x): return self._operand(x) + (-self)
-  def __floordiv__(self, x): return self.alu(Ops.IDIV, x)
+  def __floordiv__(self, x): return self._bin(Ops.IDIV, x)
   def __rfloordiv__(self, x): return self._operand(x).alu(Ops.IDIV, self)
-  def __mod__(self, x): return self.alu(Ops.MOD, x)
+  def __mod__(self, x): return self._bin(Ops.MOD, x)
   def __rmod__(self, x): return self._operand(x).alu(Ops.MOD, self)
-  def __and__(self, x): return self.alu(Ops.AND, x)
-  def __or__(self, x): return self.alu(Ops.OR, x)
-  def __xor__(self, x): return self.alu(Ops.XOR, x)
-  def __lshift__(self, x): return self.alu(Ops.SHL, x)
-  def __rshift__(self, x): return self.alu(Ops.SHR, x)
-  def __lt__(self, x): return self.alu(Ops.CMPLT, x)
+  def __and__(self, x): return self._bin(Ops.AND, x)
+  def __or__(self, x): return self._bin(Ops.OR, x)
+  def __xor__(self, x): return self._bin(Ops.XOR, x)
+  def __lshift__(self, x): return self._bin(Ops.SHL, x)
+  def __rshift__(self, x): return self._bin(Ops.SHR, x)
+  def __lt__(self, x): return self._bin(Ops.CMPLT, x)
   def __gt__(self, x): return self._operand(x).alu(Ops.CMPLT, self)
   def __ge__(self, x): return (self < x).ne(True)
   def __le__(self, x): return (self > x).ne(True)
   __hash__ = object.__hash__  # identity: defining __eq__ would break hash-consing, so == stays `is`
-  def ne(self, x) -> UOp: return self.alu(Ops.CMPNE, x)
+  def ne(self, x) -> UOp: return self._bin(Ops.CMPNE, x)
   def eq(self, x) -> UOp: return self.ne(x).ne(True)
-  def maximum(self, x) -> UOp: return self.alu(Ops.MAX, x)
+  def maximum(self, x) -> UOp: return self._bin(Ops.MAX, x)
   def minimum(self, x) -> UOp: return -((-self).maximum(-self._operand(x)))
   def where(self, a, b) -> UOp:
     a = a if isinstance(a, UOp) else b._operand(a) if isinstance(b, UOp) else UOp.const(a, dtypes.from_py(a))
@@ -204,20 +210,33 @@ class UOp:
     return vals[self]
 
 
-_PY_TYPE: dict[DType, type] = {dtypes.bool: bool, dtypes.index: int, **{d: int for d in INTS}, **{d: float for d in FLOATS}}
 def _no_const(dt: DType): raise TypeError(f"no constant of dtype {dt}")
 
 _set_op, _set_src, _set_arg, _set_tag = (UOp.__dict__[f].__set__ for f in ("op", "src", "arg", "tag"))
 
-def _wrap(v: ConstType, dt: DType) -> ConstType:
-  """A Python result brought into dtype `dt`: ints wrap around like the hardware's, floats round to the type."""
-  if dt == dtypes.bool: return bool(v)
-  if dtypes.is_int(dt):
-    bits = 8 * dt.itemsize
-    v = int(v) & ((1 << bits) - 1)
-    return v - (1 << bits) if not dtypes.is_unsigned(dt) and v >= 1 << (bits - 1) else v
-  if dtypes.is_float(dt) and dt.fmt is not None: return float(dt.np.type(v)) if math.isfinite(v) else v
-  return v
+def _int_wrap(dt: DType) -> Callable[[ConstType], int]:
+  mask, half = (1 << 8 * dt.itemsize) - 1, 1 << (8 * dt.itemsize - 1)
+  if dtypes.is_unsigned(dt): return lambda v: int(v) & mask
+  return lambda v: ((int(v) + half) & mask) - half
+
+def _bf16(v: float) -> float:
+  """Round to bfloat16 (the top 16 bits of a float32), to nearest even."""
+  bits = int(np.array(v, np.float32).view(np.uint32))
+  if math.isnan(v): return v
+  bits = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16
+  return float(np.array(bits & 0xFFFFFFFF, np.uint32).view(np.float32))
+
+def _float_round(dt: DType) -> Callable[[ConstType], float]:
+  if dt == dtypes.bfloat16: return lambda v: _bf16(float(v))
+  to = dt.np.type
+  def rnd(v: ConstType) -> float:
+    if not math.isfinite(v): return float(v)
+    with np.errstate(over="ignore"): return float(to(v))  # overflow to inf is the right answer, not a warning
+  return rnd
+
+# how a Python result is brought into each dtype: ints wrap around like the hardware's, floats round to the type
+_WRAP: dict[DType, Callable[[ConstType], ConstType]] = {dtypes.bool: bool, **{d: _int_wrap(d) for d in (*INTS, dtypes.index)},
+                                                        **{d: _float_round(d) for d in FLOATS}}
 
 def _safe(f):
   def g(*a):
@@ -235,6 +254,6 @@ _PY_ALU: dict[Ops, Callable] = {
 
 def exec_alu(op: Ops, dtype: DType, operands: tuple) -> ConstType:
   """Run one ALU op on Python scalars with the dtype's semantics (integer wrap-around; IDIV and MOD floor; x//0 is 0 by convention)."""
-  if op not in _PY_ALU: raise ValueError(f"exec_alu: {op.name} is not an ALU op that runs on scalars")
-  if op in (Ops.AND, Ops.OR, Ops.XOR) and dtype == dtypes.bool: return bool(_PY_ALU[op](bool(operands[0]), bool(operands[1])))
-  return _wrap(_PY_ALU[op](*operands), dtype.scalar())
+  if (f := _PY_ALU.get(op)) is None: raise ValueError(f"exec_alu: {op.name} is not an ALU op that runs on scalars")
+  if dtype is dtypes.bool and op in (Ops.AND, Ops.OR, Ops.XOR): return bool(f(bool(operands[0]), bool(operands[1])))
+  return _WRAP[dtype.scalar()](f(*operands))
