@@ -1,0 +1,142 @@
+"""The symbolic simplifier: each rule family on its classic case, and property tests that simplifying never changes a value."""
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tinyspec.dtype import dtypes
+from tinyspec.uop import Ops, UOp
+from tinyspec.uop.symbolic import simplify, sym
+
+x, y, z = UOp.variable("x", 0, 10), UOp.variable("y", 0, 3), UOp.variable("z", -5, 5)
+
+def const_value(u: UOp):
+  assert u.op is Ops.CONST, f"expected a constant, got {u.op}"
+  return u.arg[0]
+
+@pytest.mark.parametrize("expr, expected", [
+  (lambda: x + 0, lambda: x), (lambda: x * 1, lambda: x), (lambda: x // 1, lambda: x), (lambda: x.maximum(x), lambda: x),
+  (lambda: (x * 4 + y) // 4, lambda: x), (lambda: (x * 4 + y) % 4, lambda: y), (lambda: (y + x * 4) // 4, lambda: x),
+  (lambda: y % 4, lambda: y), (lambda: (x * 8) // 4, lambda: x * 2), (lambda: x // 2 // 3, lambda: x // 6), (lambda: x % 6 % 3, lambda: x % 3),
+  (lambda: (x + 3) + 4, lambda: x + 7), (lambda: x * 2 * 3, lambda: x * 6), (lambda: x * 2 + x * 3, lambda: x * 5), (lambda: x + x, lambda: x * 2),
+  (lambda: (x + 1) * 3, lambda: x * 3 + 3), (lambda: 3 + x, lambda: x + 3), (lambda: (z + x) + x, lambda: z + x * 2),
+  (lambda: (x < 100).where(y, z), lambda: y), (lambda: (x < 0).where(y, z), lambda: z), (lambda: (x > 3).where(y, y), lambda: y),
+  (lambda: ((x * 4 + y) // 4 + (x * 4 + y) % 4 + x * 0 + y * 1 - y) * z, lambda: (x + y) * z),
+], ids=["x+0", "x*1", "x//1", "max(x,x)", "(x*4+y)//4", "(x*4+y)%4", "(y+x*4)//4", "y%4", "(x*8)//4", "x//2//3", "x%6%3", "(x+3)+4", "x*2*3",
+        "x*2+x*3", "x+x", "(x+1)*3", "3+x", "(z+x)+x", "where-true", "where-false", "where-same", "bench-term"])
+def test_rewrites_to(expr, expected):
+  assert simplify(expr()) is expected()
+
+@pytest.mark.parametrize("expr, value", [
+  (lambda: x * 0, 0), (lambda: x % 1, 0), (lambda: x - x, 0), (lambda: x // x, None), (lambda: y // 4, 0), (lambda: (x * 4) % 2, 0),
+  (lambda: x < 11, True), (lambda: x < 0, False), (lambda: x.ne(-1), True), (lambda: x.ne(x), False), (lambda: (x + 5) < 3, False),
+  (lambda: UOp.const(7) // 2, 3), (lambda: UOp.const(-7) // 2, -4), (lambda: UOp.const(-7) % 2, 1), (lambda: x.maximum(11) - x.maximum(11), 0),
+], ids=["x*0", "x%1", "x-x", "x//x-has-0", "y//4", "(x*4)%2", "x<11", "x<0", "x!=-1", "x!=x", "x+5<3", "7//2", "-7//2", "-7%2", "max-max"])
+def test_folds_to_constant(expr, value):
+  out = simplify(expr())
+  if value is None: assert out.op is Ops.IDIV  # x can be 0, so x//x must stay
+  else: assert const_value(out) == value
+
+def test_x_div_x_when_never_zero():
+  w = UOp.variable("w", 1, 9)
+  assert const_value(simplify(w // w)) == 1 and const_value(simplify(w % w)) == 0
+
+def test_floats_are_not_reassociated():
+  f = UOp.variable("f", 0, 10, dtypes.float32)
+  assert simplify((f + 1.0) + 2.0).src[1].arg[0] == 2.0  # float addition is not associative: (f+1)+2 stays
+  assert simplify(f * 0.0).op is Ops.MUL  # nan * 0 is nan, not 0
+
+def test_no_fold_when_int32_may_wrap():
+  big = UOp.variable("big", 0, 2**31 - 1, dtypes.int32)
+  e = (big * 4 + 1) // 4  # big*4 wraps in int32, so (q*4 + r)//4 -> q is not exact there
+  out = simplify(e)
+  for v in (0, 5, 2**29, 2**31 - 1): assert out.eval({big: v}) == e.eval({big: v})
+
+def test_sym_is_a_composition_of_named_tables():
+  from tinyspec.uop import symbolic
+  parts = [symbolic.pm_fold_consts, symbolic.pm_identities, symbolic.pm_decide_by_range, symbolic.pm_collect_terms, symbolic.pm_div_mod]
+  assert len(sym) == sum(len(p) for p in parts)
+
+# ---- property tests: random expressions over bounded variables keep their value ----
+
+VARS = [UOp.variable(f"v{i}", lo, lo + span) for i, (lo, span) in enumerate([(0, 10), (0, 3), (-8, 16), (1, 6), (-3, 0), (0, 100)])]
+
+@st.composite
+def int_expr(draw, depth: int = 0):
+  """A random index expression: variables and constants combined by + * // % max, where and comparisons."""
+  if depth >= 4 or draw(st.integers(0, 3)) == 0:
+    return draw(st.sampled_from(VARS)) if draw(st.booleans()) else UOp.const(draw(st.integers(-12, 12)))
+  kind = draw(st.sampled_from(["add", "sub", "mul", "idiv", "mod", "max", "where", "cmul", "cdiv", "cmod"]))
+  a = draw(int_expr(depth + 1))
+  if kind in ("cmul", "cdiv", "cmod"):
+    c = draw(st.integers(-9, 9).filter(lambda v: v != 0))
+    return a * c if kind == "cmul" else a // c if kind == "cdiv" else a % c
+  b = draw(int_expr(depth + 1))
+  if kind == "where": return draw(bool_expr(depth + 1)).where(a, b)
+  if kind in ("idiv", "mod"): b = b.maximum(1)  # a divisor that is never 0 (x//0 is a convention, not arithmetic)
+  return {"add": a + b, "sub": a - b, "mul": a * b, "idiv": a // b, "mod": a % b, "max": a.maximum(b)}[kind]
+
+@st.composite
+def bool_expr(draw, depth: int = 0):
+  a, b = draw(int_expr(depth + 1)), draw(int_expr(depth + 1))
+  kind = draw(st.sampled_from(["lt", "ne", "eq", "ge", "and", "or"]))
+  if kind in ("and", "or"):
+    p, q = a < b, a.ne(b)
+    return p & q if kind == "and" else p | q
+  return {"lt": a < b, "ne": a.ne(b), "eq": a.eq(b), "ge": a >= b}[kind]
+
+assignments = st.lists(st.tuples(*(st.integers(v.vmin, v.vmax) for v in VARS)), min_size=1, max_size=8)
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(int_expr(), assignments)
+def test_simplify_keeps_int_values(e, points):
+  s = simplify(e)
+  for vals in points:
+    env = dict(zip(VARS, vals))
+    assert s.eval(env) == e.eval(env), f"{e} simplified to {s} differs at {vals}"
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(bool_expr(), assignments)
+def test_simplify_keeps_bool_values(e, points):
+  s = simplify(e)
+  for vals in points:
+    env = dict(zip(VARS, vals))
+    assert bool(s.eval(env)) == bool(e.eval(env))
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(int_expr(), assignments)
+def test_min_max_bounds_every_value(e, points):
+  """The interval rules are sound: every value an expression takes lies inside its min_max, before and after simplifying."""
+  s = simplify(e)
+  for vals in points:
+    env = dict(zip(VARS, vals))
+    assert e.vmin <= e.eval(env) <= e.vmax and s.vmin <= s.eval(env) <= s.vmax
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(-128, 127), st.integers(-128, 127), st.sampled_from(["add", "mul", "sub"]))
+def test_int8_wraps_like_hardware(a, b, kind):
+  va, vb = UOp.variable("a8", -128, 127, dtypes.int8), UOp.variable("b8", -128, 127, dtypes.int8)
+  e = {"add": (va + vb) + 100, "mul": (va * vb) * 3, "sub": (va - vb) - 100}[kind]
+  expected = {"add": a + b + 100, "mul": a * b * 3, "sub": a - b - 100}[kind]
+  expected = (expected + 128) % 256 - 128
+  assert e.eval({va: a, vb: b}) == expected and simplify(e).eval({va: a, vb: b}) == expected
+
+@settings(max_examples=400, deadline=None)
+@given(st.sampled_from(VARS[:3] + VARS[4:5]), st.lists(st.tuples(st.sampled_from(["+", "*", "//", "%"]), st.integers(-7, 7).filter(bool)), min_size=1, max_size=4))
+def test_constant_chains_keep_values_everywhere(v, steps):
+  """Chains like ((v % 6) % 4) // 2 hit the division and modulo rules directly; checked at every value v can take."""
+  e = v
+  for op, c in steps: e = {"+": e + c, "*": e * c, "//": e // c, "%": e % c}[op]
+  s = simplify(e)
+  for val in range(v.vmin, v.vmax + 1): assert s.eval({v: val}) == e.eval({v: val}), f"{steps} at {v.arg[0]}={val}"
+
+def test_every_two_step_constant_chain():
+  """Exhaustive over two steps: every (op, c) pair after every other, for c in -5..5, at every value of v in [-6, 6]."""
+  v = UOp.variable("v2s", -6, 6)
+  steps = [(op, c) for op in ("+", "*", "//", "%") for c in range(-5, 6) if c != 0]
+  apply = {"+": lambda e, c: e + c, "*": lambda e, c: e * c, "//": lambda e, c: e // c, "%": lambda e, c: e % c}
+  for op1, c1 in steps:
+    first = apply[op1](v, c1)
+    for op2, c2 in steps:
+      e = apply[op2](first, c2)
+      s = simplify(e)
+      for val in range(-6, 7): assert s.eval({v: val}) == e.eval({v: val}), f"v {op1} {c1} {op2} {c2} at v={val}"
