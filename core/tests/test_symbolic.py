@@ -2,7 +2,6 @@
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from tinyspec.dtype import dtypes
 from tinyspec.uop import Ops, UOp
 from tinyspec.uop.symbolic import simplify, sym
