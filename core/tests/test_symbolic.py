@@ -120,7 +120,8 @@ def test_int8_wraps_like_hardware(a, b, kind):
   assert e.eval({va: a, vb: b}) == expected and simplify(e).eval({va: a, vb: b}) == expected
 
 @settings(max_examples=400, deadline=None)
-@given(st.sampled_from(VARS[:3] + VARS[4:5]), st.lists(st.tuples(st.sampled_from(["+", "*", "//", "%"]), st.integers(-7, 7).filter(bool)), min_size=1, max_size=4))
+@given(st.sampled_from(VARS[:3] + VARS[4:5]),
+       st.lists(st.tuples(st.sampled_from(["+", "*", "//", "%"]), st.integers(-7, 7).filter(bool)), min_size=1, max_size=4))
 def test_constant_chains_keep_values_everywhere(v, steps):
   """Chains like ((v % 6) % 4) // 2 hit the division and modulo rules directly; checked at every value v can take."""
   e = v
