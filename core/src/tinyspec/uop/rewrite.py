@@ -66,7 +66,8 @@ class UPat:
   def __xor__(self, x): return self._bin(Ops.XOR, x, True)
   def ne(self, x): return self._bin(Ops.CMPNE, x, True)
   def maximum(self, x): return self._bin(Ops.MAX, x, True)
-  def where(self, a: UPat, b: UPat): return UPat(Ops.WHERE, src=(self, a, b))
+  def where(self, a: UPat | Any, b: UPat | Any):
+    return UPat(Ops.WHERE, src=(self, *(v if isinstance(v, UPat) else UPat.const(v) for v in (a, b))))
   def cast(self, dtype: DType | None = None): return UPat(Ops.CAST, src=(self,), **({} if dtype is None else {"arg": dtype}))
   __hash__ = object.__hash__
 
@@ -119,16 +120,17 @@ class _Codegen:
     depth = self.check(depth, conds, fail)
     if p.name is not None and p.name not in bound: bound = {**bound, p.name: node}
     if p.src is None: return rest(bound, depth, fail)
-    if isinstance(p.src, UPat):  # every source matches one capture-free pattern
+    if isinstance(p.src, UPat):  # every source matches one capture-free pattern, compiled as a matcher of its own
       if _names(p.src): raise ValueError(f"a repeated source pattern cannot capture names: {p.src}")
       s = self.var()
       self.emit(depth, f"for {s} in {node}.src:")
-      self.pat(p.src, s, bound, depth + 1, "break", lambda b, d, f: None)
+      self.emit(depth + 1, f"if {self.ref(_compile_match(p.src))}({s}) is None: break")
       self.emit(depth, "else:")
       rest(bound, depth + 1, fail)
       if fail is not None: self.emit(depth, fail)
       return
     n, srcs = len(p.src), list(p.src)
+    if n == 0: return rest(bound, self.check(depth, [f"not {node}.src"], fail), fail)
     if not (p.op is not None and all(_FIXED_ARITY.get(op) == n for op in p.op)):  # arity the op table already guarantees needs no check
       depth = self.check(depth, [f"len({node}.src) {'>=' if p.allow_any_len else '=='} {n}"], fail)
     names = [self.var() for _ in srcs]
@@ -236,30 +238,36 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, bottom_up: boo
   done: dict[UOp, UOp] = {}
   # stack entries: (node, stage, link). stage 0: visit; 1: sources are done, rebuild and rewrite; 2: node's result is link's
   stack: list[tuple[UOp, int, Any]] = [(root, 0, None)]
-  rewrite, push, pop = pm.rewrite, stack.append, stack.pop
+  rewrite, by_op, push, pop = pm.rewrite, pm.by_op, stack.append, stack.pop
   with _gc_paused():
     while stack:
       n, stage, link = pop()
-      if n in done: continue
+      if stage == 2:  # always taken: a result may contain n itself (a rule that wraps its node), which finished n meanwhile
+        done[n] = done[link]
+        continue
+      if n in done and (stage == 0 or link is n): continue  # a bottom-up result (link is not n) still has to finish n
       if stage == 0:
-        top = n
+        link = n
         if bottom_up:
-          while (r := rewrite(top, ctx)) is not None:
-            if r in done: top = done[r]; break
-            top = r
-        push((n, 1, top))
-        for s in top.src:
-          if s not in done: push((s, 0, None))
-      elif stage == 1:
+          while (r := rewrite(link, ctx)) is not None:
+            if r in done: link = done[r]; break
+            link = r
+        for s in link.src:
+          if s not in done:  # visit the unfinished sources first, then come back
+            push((n, 1, link))
+            for s in link.src:
+              if s not in done: push((s, 0, None))
+            break
+        else: stage = 1  # every source is finished (always so for leaves): go on to stage 1 without a round trip
+      if stage == 1:
         new_src = tuple(map(done.__getitem__, link.src))
         new = link if new_src == link.src else UOp(link.op, new_src, link.arg, link.tag)  # tuple == compares UOps by identity
-        r = None if bottom_up and new is link else rewrite(new, ctx)
+        r = None if (bottom_up and new is link) or (fn := by_op.get(new.op)) is None else fn(new, ctx)
         while r is not None and r not in done and _sources_final(r, done, rewrite, ctx):
           new, r = r, rewrite(r, ctx)  # a result built from finished nodes is rewritten here, without a round trip on the stack
         if r is None: done[n] = done[new] = new
         elif r in done: done[n] = done[r]
         else: push((n, 2, r)); push((r, 0, None))
-      else: done[n] = done[link]
   return done[root]
 
 
