@@ -130,7 +130,18 @@ def _tuple_elem(u: UOp) -> UOp:
     raise _fail(u, f"index {u.arg} needs a TUPLE (or FUNCTION/CALL of one) with more elements")
   return t.src[u.arg]
 
-def _shape_gettuple(u: UOp): return _tuple_elem(u).shape
+def _shape_gettuple(u: UOp):
+  """The element's shape; through a FUNCTION or CALL, each symbolic PARAM size is replaced by the argument's size there."""
+  shape, call = _tuple_elem(u).shape, u.src[0]
+  if call.op not in (Ops.FUNCTION, Ops.CALL) or all(isinstance(d, int) for d in shape): return shape
+  from tinyspec.uop.symbolic import simplify  # the simplifier is built on UOps, so it is imported when first needed
+  sizes: dict[UOp, UOp] = {}
+  for param in call.src[0].toposort():
+    if param.op is Ops.PARAM and isinstance(slot := param.arg[0], int) and 0 <= slot < len(call.src) - 1:
+      for pd, ad in zip(param.shape, call.src[1 + slot].shape):
+        if not isinstance(pd, int): sizes[pd] = ad if not isinstance(ad, int) else pd.const(ad, pd.dtype)
+  out = tuple(d if isinstance(d, int) else simplify(d.substitute(sizes)) for d in shape)
+  return tuple(d.arg[0] if not isinstance(d, int) and d.op is Ops.CONST else d for d in out)
 
 SHAPE_RULES: dict[Ops, Callable[[UOp], tuple]] = {
   Ops.PARAM: lambda u: vec_values(u.src[0], u), Ops.BUFFER: lambda u: vec_values(u.src[0], u), Ops.BUFFER_VIEW: lambda u: (u.arg[0],),
