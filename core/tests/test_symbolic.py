@@ -35,6 +35,13 @@ def test_folds_to_constant(expr, value):
   if value is None: assert out.op is Ops.IDIV  # x can be 0, so x//x must stay
   else: assert const_value(out) == value
 
+@pytest.mark.parametrize("expr, dtype", [(lambda: UOp.const(1) < 2, dtypes.bool), (lambda: UOp.const(3).ne(3), dtypes.bool),
+                                          (lambda: UOp.const(3, dtypes.int8) * 100, dtypes.int8), (lambda: x < 11, dtypes.bool)])
+def test_folded_constants_keep_the_node_dtype(expr, dtype):
+  out = simplify(expr())
+  assert out.op is Ops.CONST and out.dtype is dtype and type(out.arg[0]) is (bool if dtype is dtypes.bool else int)
+  if dtype is dtypes.int8: assert out.arg[0] == 44  # 300 wraps to 44 in int8
+
 def test_x_div_x_when_never_zero():
   w = UOp.variable("w", 1, 9)
   assert const_value(simplify(w // w)) == 1 and const_value(simplify(w % w)) == 0

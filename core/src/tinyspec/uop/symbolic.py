@@ -17,7 +17,12 @@ anyx = UPat.var("x")
 
 def fold(op: Ops, *consts: UOp) -> UOp:
   """The constant that `op` on these constants makes, with the first one's dtype semantics."""
-  return UOp.const(exec_alu(op, consts[0].dtype, tuple(c.arg[0] for c in consts)), consts[0].dtype)
+  dt = consts[0].arg[1]
+  return UOp(Ops.CONST, (), (exec_alu(op, dt, tuple([c.arg[0] for c in consts])), dt))  # exec_alu's result is already in dt
+
+def _fold_node(u: UOp) -> UOp:
+  """An ALU node on constants as the constant it computes, in the node's dtype (bool for comparisons)."""
+  return UOp(Ops.CONST, (), (exec_alu(u.op, u.dtype, tuple([s.arg[0] for s in u.src])), u.dtype))
 
 DECIDABLE = frozenset({Ops.CMPLT, Ops.CMPNE, Ops.MAX, Ops.IDIV, Ops.MOD, Ops.AND, Ops.OR, Ops.CAST, Ops.WHERE})
 
@@ -80,7 +85,7 @@ def _lt_shift(x: UOp, c1: UOp, c2: UOp) -> UOp | None:
 
 # constant folding: an ALU op on constants is a constant
 pm_fold_consts = PatternMatcher([
-  (UPat(GroupOp.ALU - {Ops.CAST, Ops.WHERE}, src=UPat(Ops.CONST), name="u"), lambda u: fold(u.op, *u.src)),  # op(c, ...) -> c'
+  (UPat(GroupOp.ALU - {Ops.CAST, Ops.WHERE}, src=UPat(Ops.CONST), name="u"), lambda u: _fold_node(u)),  # op(c, ...) -> c'
   (UPat(Ops.CAST, src=(UPat(Ops.CONST, name="c"),), name="u"), lambda u, c: UOp.const(c.arg[0], u.dtype)),   # cast(c) -> c'
 ])
 
