@@ -11,6 +11,7 @@ from typing import Any
 
 from tinyspec.dtype import DType
 from tinyspec.uop.ops import OPS, Ops
+from tinyspec.uop.properties import DTYPE_RULES
 from tinyspec.uop.uop import UOp
 
 _ANY = object()  # "match any arg"
@@ -175,7 +176,8 @@ def _compile_rules(op: Ops, rules: list[tuple[UPat, Callable]]) -> Callable[[UOp
     wants_ctx = bool(params) and params[0] == "ctx"
     if missing := set(params[wants_ctx:]) - _names(p): raise ValueError(f"rewrite function wants {sorted(missing)}, which {p} does not capture")
     def leaf(bound: dict[str, str], depth: int, fail: str, fn=rewrite_fn, params=params[wants_ctx:], wants_ctx=wants_ctx):
-      g.emit(depth, f"r = {g.ref(fn)}({', '.join((['ctx'] if wants_ctx else []) + [bound[k] for k in params])})")
+      args = [f"{g.ref(_built)}(u)" if bound[k] == "u" else bound[k] for k in params]  # a captured root must be a real node
+      g.emit(depth, f"r = {g.ref(fn)}({', '.join((['ctx'] if wants_ctx else []) + args)})")
       g.emit(depth, "if r is not None and r is not u: return r")
       if fail is not None: g.emit(depth, fail)
     depth = g.check(1, [f"{g.ref(needed)} <= src_ops"] if (needed := _needed_src_ops(p)) else [], None)  # cheap early reject
@@ -209,6 +211,15 @@ class PatternMatcher:
     """The first rule's replacement for u, or None when no rule changes it."""
     return None if (fn := self.by_op.get(u.op)) is None else fn(u, ctx)
 
+
+class _Rebuilt:
+  """A node's op, new sources, arg and tag, not yet built: it has what compiled rules read (op, src, arg, tag, dtype)."""
+  __slots__ = ("op", "src", "arg", "tag", "dtype")
+  def __init__(self, op: Ops, src: tuple[UOp, ...], arg: Any, tag: Any):
+    self.op, self.src, self.arg, self.tag = op, src, arg, tag
+    self.dtype = DTYPE_RULES[op](self)
+
+def _built(u: UOp | _Rebuilt) -> UOp: return u if type(u) is UOp else UOp(u.op, u.src, u.arg, u.tag)
 
 def _sources_final(u: UOp, done: dict[UOp, UOp], rewrite: Callable, ctx: Any) -> bool:
   """True when every source of u is a finished node; a new leaf source (like a folded constant) no rule changes is finished here."""
@@ -260,9 +271,13 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, bottom_up: boo
             break
         else: stage = 1  # every source is finished (always so for leaves): go on to stage 1 without a round trip
       if stage == 1:
-        new_src = tuple(map(done.__getitem__, link.src))
-        new = link if new_src == link.src else UOp(link.op, new_src, link.arg, link.tag)  # tuple == compares UOps by identity
-        r = None if (bottom_up and new is link) or (fn := by_op.get(new.op)) is None else fn(new, ctx)
+        new_src, fn = tuple(map(done.__getitem__, link.src)), by_op.get(link.op)
+        if new_src == link.src:  # tuple == compares UOps by identity
+          new = link
+          r = None if bottom_up or fn is None else fn(new, ctx)
+        else:  # the rules see the rebuilt node before it is built: most rebuilt nodes are rewritten at once, so building them is waste
+          r = None if fn is None else fn(_Rebuilt(link.op, new_src, link.arg, link.tag), ctx)
+          if r is None: new = UOp(link.op, new_src, link.arg, link.tag)
         while r is not None and r not in done and _sources_final(r, done, rewrite, ctx):
           new, r = r, rewrite(r, ctx)  # a result built from finished nodes is rewritten here, without a round trip on the stack
         if r is None: done[n] = done[new] = new
