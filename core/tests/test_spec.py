@@ -67,6 +67,7 @@ class NotADType(NamedTuple):
   (T, lambda: UOp(Ops.ADD, (UOp.const(1, i32), A)), "#4 ADD(src: CONST, BUFFER): sources must share one dtype, got int32 and float32"),
   (T, lambda: UOp(Ops.CMPLT, (A, I)), "CMPLT(src: BUFFER, BUFFER): sources must share one dtype, got float32 and int32"),
   (T, lambda: UOp(Ops.MULACC, (A, A, I)), "sources must share one dtype, got float32, float32 and int32"),
+  (T, lambda: UOp(Ops.STACK, (UOp.const(1), UOp.const(1, i32))), "STACK(src: CONST, CONST): sources must share one dtype, got index and int32"),
   (T, lambda: UOp(Ops.WHERE, (A, A, B)), "WHERE(src: BUFFER, BUFFER, BUFFER): the gate (src[0]) must be bool, got float32"),
   (T, lambda: UOp(Ops.WHERE, (A < B, A, I)), "the branches (src[1], src[2]) must share one dtype, got bool, float32 and int32"),
   (T, lambda: UOp(Ops.IDIV, (A, A)), "IDIV(src: BUFFER, BUFFER): takes integer sources, got float32 and float32"),

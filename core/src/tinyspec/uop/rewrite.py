@@ -125,7 +125,8 @@ class _Codegen:
       if _names(p.src): raise ValueError(f"a repeated source pattern cannot capture names: {p.src}")
       s = self.var()
       self.emit(depth, f"for {s} in {node}.src:")
-      self.emit(depth + 1, f"if {self.ref(_compile_match(p.src))}({s}) is None: break")
+      if p.src.src is None: self.check(depth + 1, self.static_conds(p.src, s), "break")  # a flat element is checked inline
+      else: self.emit(depth + 1, f"if {self.ref(_compile_match(p.src))}({s}) is None: break")
       self.emit(depth, "else:")
       rest(bound, depth + 1, fail)
       if fail is not None: self.emit(depth, fail)

@@ -11,6 +11,7 @@ the predicate takes the node and a `_Graph` of whole-graph facts and says whethe
 
 The pipeline calls `verify_between_stages` after each stage; it checks only when VERIFY is on (env TINYSPEC_VERIFY=1
 at import, or `tinyspec.uop.spec.VERIFY = True` at run time, as the tests do), since a full check costs a graph walk.
+Why each rule reads as it does (where seeds 001 and 002 differ, or say nothing): docs/spec.md.
 """
 from __future__ import annotations
 
@@ -117,9 +118,9 @@ Rule = tuple[frozenset[Ops], Callable[[UOp, _Graph], bool], str]
 def _ops(*ops: Ops | frozenset[Ops]) -> frozenset[Ops]: return frozenset().union(*(o if isinstance(o, frozenset) else (o,) for o in ops))
 
 ALL = frozenset(Ops)
-# binary ops whose operands must agree; SHL/SHR may shift by an int of another width
+# ops whose operands must agree (STACK too: its dtype is its first element's); SHL/SHR may shift by an int of another width
 SAME_DTYPE = _ops(GroupOp.Binary - {Ops.SHL, Ops.SHR}, Ops.SUB, Ops.DIV, Ops.CMPGT, Ops.CMPGE, Ops.CMPLE, Ops.CMPEQ, Ops.POW, Ops.MULACC,
-                  Ops.THREEFRY)
+                  Ops.THREEFRY, Ops.STACK)
 FLOAT_MATH = _ops(Ops.RECIP, Ops.DIV, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.POW)
 GATED = _ops(Ops.STORE, Ops.LOAD)
 TENSOR_BANNED = _ops(Ops.BARRIER, Ops.INS, Ops.SPECIAL, Ops.IF, Ops.ENDIF, Ops.WMMA, Ops.CUSTOM, Ops.ATOMICADD, Ops.PROGRAM, Ops.SOURCE,

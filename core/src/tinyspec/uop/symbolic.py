@@ -20,6 +20,10 @@ def fold(op: Ops, *consts: UOp) -> UOp:
   dt = consts[0].arg[1]
   return UOp(Ops.CONST, (), (exec_alu(op, dt, tuple([c.arg[0] for c in consts])), dt))  # exec_alu's result is already in dt
 
+def _refold(op: Ops, x: UOp, c1: UOp, c2: UOp) -> UOp:
+  """op(op(x, c1), c2) as op(x, c1 op c2), built directly: this is the hot rule of long chains."""
+  return UOp(op, (x, UOp(Ops.CONST, (), (exec_alu(op, dt := c1.arg[1], (c1.arg[0], c2.arg[0])), dt))))
+
 def _fold_node(u: UOp) -> UOp:
   """An ALU node on constants as the constant it computes, in the node's dtype (bool for comparisons)."""
   return UOp(Ops.CONST, (), (exec_alu(u.op, u.dtype, tuple([s.arg[0] for s in u.src])), u.dtype))
@@ -127,8 +131,8 @@ pm_decide_by_range = PatternMatcher([
 pm_collect_terms = PatternMatcher([
   (UPat(Ops.ADD, src=(UPat(Ops.CONST, name="c"), UPat.var("x"))), lambda c, x: x + c if x.op is not Ops.CONST else None),  # c + x -> x + c
   (UPat(Ops.MUL, src=(UPat(Ops.CONST, name="c"), UPat.var("x"))), lambda c, x: x * c if x.op is not Ops.CONST else None),  # c * x -> x * c
-  (UPat(Ops.ADD, src=(x + c1, c2)), lambda x, c1, c2: x + fold(Ops.ADD, c1, c2)),        # (x + c1) + c2 -> x + (c1 + c2)
-  (UPat(Ops.MUL, src=(x * c1, c2)), lambda x, c1, c2: x * fold(Ops.MUL, c1, c2)),        # (x * c1) * c2 -> x * (c1 * c2)
+  (UPat(Ops.ADD, src=(x + c1, c2)), lambda x, c1, c2: _refold(Ops.ADD, x, c1, c2)),     # (x + c1) + c2 -> x + (c1 + c2)
+  (UPat(Ops.MUL, src=(x * c1, c2)), lambda x, c1, c2: _refold(Ops.MUL, x, c1, c2)),     # (x * c1) * c2 -> x * (c1 * c2)
   (UPat(Ops.ADD, src=(x + c1, y)), lambda x, c1, y: (x + y) + c1 if y.op is not Ops.CONST else None),  # (x + c) + y -> (x + y) + c
   (UPat(Ops.MUL, src=(x + c1, c2)), lambda x, c1, c2: x * c2 + fold(Ops.MUL, c1, c2)),   # (x + c1) * c2 -> x*c2 + c1*c2
   (x + x, lambda x: x * 2),                                                              # x + x -> x*2
