@@ -3,18 +3,12 @@ from importlib import metadata
 
 import pytest
 from tinyspec.cli import main
-from tinyspec.device import Device, DeviceSpec, registry
+from tinyspec.device import Device, DeviceSpec
 from tinyspec.hookspecs import hookimpl
 
 
 @pytest.fixture(autouse=True)
-def clean_registry(monkeypatch):
-  for var in ("DEVICE", "TINYSPEC_STRICT_PLUGINS"): monkeypatch.delenv(var, raising=False)
-  monkeypatch.setenv("TINYSPEC_PLUGINS", "")  # installed plugins stay out: each test sees only what it registers
-  monkeypatch.setattr(registry, "_BUILTINS", [])
-  Device.reset()
-  yield
-  Device.reset()
+def _registry(clean_registry): yield  # every test here starts from an empty registry (conftest.py)
 
 class Fake:
   def __init__(self, *specs): self.specs = specs

@@ -8,18 +8,12 @@ from pathlib import Path
 
 import pytest
 import tinyspec
-from tinyspec.device import Device, DeviceError, DeviceSpec, register_builtin, registry
+from tinyspec.device import Device, DeviceError, DeviceSpec, register_builtin
 from tinyspec.hookspecs import PLUGIN_API_VERSION, hookimpl
 
 
 @pytest.fixture(autouse=True)
-def clean_registry(monkeypatch):
-  for var in ("DEVICE", "TINYSPEC_STRICT_PLUGINS"): monkeypatch.delenv(var, raising=False)
-  monkeypatch.setenv("TINYSPEC_PLUGINS", "")  # installed plugins stay out: each test sees only what it registers
-  monkeypatch.setattr(registry, "_BUILTINS", [])
-  Device.reset()
-  yield
-  Device.reset()
+def _registry(clean_registry): yield  # every test here starts from an empty registry (conftest.py)
 
 class Fake:
   """A plugin providing devices `names`, each usable unless `reason` is set; records what it opened."""

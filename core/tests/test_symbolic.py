@@ -3,7 +3,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tinyspec.dtype import dtypes
-from tinyspec.uop import Ops, UOp
+from tinyspec.uop import Ops, UOp, verify
 from tinyspec.uop.symbolic import simplify, sym
 
 x, y, z = UOp.variable("x", 0, 10), UOp.variable("y", 0, 3), UOp.variable("z", -5, 5)
@@ -96,6 +96,8 @@ assignments = st.lists(st.tuples(*(st.integers(v.vmin, v.vmax) for v in VARS)), 
 @given(int_expr(), assignments)
 def test_simplify_keeps_int_values(e, points):
   s = simplify(e)
+  assert s.dtype is e.dtype and s.shape == e.shape
+  verify(s, "tensor")  # and the result is well-formed: dtypes of folded constants, sources of one dtype
   for vals in points:
     env = dict(zip(VARS, vals))
     assert s.eval(env) == e.eval(env), f"{e} simplified to {s} differs at {vals}"
@@ -104,6 +106,8 @@ def test_simplify_keeps_int_values(e, points):
 @given(bool_expr(), assignments)
 def test_simplify_keeps_bool_values(e, points):
   s = simplify(e)
+  assert s.dtype is e.dtype
+  verify(s, "tensor")
   for vals in points:
     env = dict(zip(VARS, vals))
     assert bool(s.eval(env)) == bool(e.eval(env))

@@ -281,6 +281,8 @@ MIN_MAX_RULES: dict[Ops, Callable[[UOp], tuple]] = {
   Ops.WHERE: lambda u: (min(u.src[1].min_max[0], u.src[2].min_max[0]), max(u.src[1].min_max[1], u.src[2].min_max[1])),
   Ops.CAST: _mm_cast, Ops.IDIV: _mm_idiv, Ops.MOD: _mm_mod,
   Ops.INDEX: lambda u: u.src[0].min_max, Ops.AFTER: lambda u: u.src[0].min_max, Ops.COPY: lambda u: u.src[0].min_max,
+  Ops.STACK: lambda u: (min(s.min_max[0] for s in u.src), max(s.min_max[1] for s in u.src)) if u.src else _rng(u),  # hull of the parts
+  Ops.PAD: lambda u: (min(u.src[0].min_max[0], 0), max(u.src[0].min_max[1], 0)),  # the padded region reads as 0
 }
 
 def derive_min_max(u: UOp) -> tuple:
