@@ -171,7 +171,10 @@ def _compile_rules(op: Ops, rules: list[tuple[UPat, Callable]]) -> Callable[[UOp
   to the next rule; commutative sources loop over their orders, so a failed order or a None from the rewrite function backtracks."""
   g = _Codegen()
   g.emit(0, "def fn(u, ctx):")
-  if any(_needed_src_ops(p) for p, _ in rules): g.emit(1, f"src_ops = set(map({g.ref(operator.attrgetter('op'))}, u.src))")
+  if any(_needed_src_ops(p) for p, _ in rules):
+    n = _FIXED_ARITY.get(op)  # with a fixed arity the set is spelled out; otherwise built from the sources
+    ops = "{" + "".join(f"u.src[{i}].op, " for i in range(n)) + "}" if n else f"set(map({g.ref(operator.attrgetter('op'))}, u.src))"
+    g.emit(1, f"src_ops = {ops}")
   for p, rewrite_fn in rules:
     params = list(inspect.signature(rewrite_fn).parameters)
     wants_ctx = bool(params) and params[0] == "ctx"
@@ -215,10 +218,10 @@ class PatternMatcher:
 
 class _Rebuilt:
   """A node's op, new sources, arg and tag, not yet built: it has what compiled rules read (op, src, arg, tag, dtype)."""
-  __slots__ = ("op", "src", "arg", "tag", "dtype")
-  def __init__(self, op: Ops, src: tuple[UOp, ...], arg: Any, tag: Any):
-    self.op, self.src, self.arg, self.tag = op, src, arg, tag
-    self.dtype = DTYPE_RULES[op](self)
+  __slots__ = ("op", "src", "arg", "tag")
+  def __init__(self, op: Ops, src: tuple[UOp, ...], arg: Any, tag: Any): self.op, self.src, self.arg, self.tag = op, src, arg, tag
+  @property
+  def dtype(self) -> DType: return DTYPE_RULES[self.op](self)  # few rules check the root's dtype: derived only when asked
 
 def _built(u: UOp | _Rebuilt) -> UOp: return u if type(u) is UOp else UOp(u.op, u.src, u.arg, u.tag)
 
@@ -250,7 +253,7 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, bottom_up: boo
   done: dict[UOp, UOp] = {}
   # stack entries: (node, stage, link). stage 0: visit; 1: sources are done, rebuild and rewrite; 2: node's result is link's
   stack: list[tuple[UOp, int, Any]] = [(root, 0, None)]
-  rewrite, by_op, push, pop = pm.rewrite, pm.by_op, stack.append, stack.pop
+  rewrite, by_op, push, pop, finished = pm.rewrite, pm.by_op, stack.append, stack.pop, done.__getitem__
   with _gc_paused():
     while stack:
       n, stage, link = pop()
@@ -272,7 +275,7 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, bottom_up: boo
             break
         else: stage = 1  # every source is finished (always so for leaves): go on to stage 1 without a round trip
       if stage == 1:
-        new_src, fn = tuple(map(done.__getitem__, link.src)), by_op.get(link.op)
+        new_src, fn = tuple(map(finished, link.src)), by_op.get(link.op)
         if new_src == link.src:  # tuple == compares UOps by identity
           new = link
           r = None if bottom_up or fn is None else fn(new, ctx)

@@ -1,6 +1,7 @@
 """UOp = (op, src, arg, tag): the one node type of the IR. Immutable and hash-consed; properties derived lazily and cached."""
 from __future__ import annotations
 
+import functools
 import math
 import weakref
 from collections.abc import Callable
@@ -78,7 +79,8 @@ class UOp:
     d = u.__dict__
     d["dtype"] = _DTYPE_RULES[op](u)
     d["shape"] = _SHAPE_RULES[op](u)  # ill-formed nodes raise here, before they are registered
-    _live[key] = weakref.ref(u, lambda r, key=key: _live.pop(key) if _live.get(key) is r else None)
+    # when u dies its entry goes, by a C-level call: hash-consing returns u while it lives, so no other node has this key then
+    _live[key] = weakref.ref(u, functools.partial(_live.pop, key))
     return u
   def __setattr__(self, name, value): raise AttributeError(f"UOp is immutable; use .replace({name}=...)")
   def __reduce__(self): return UOp, (self.op, self.src, self.arg, self.tag)
