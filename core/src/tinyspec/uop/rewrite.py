@@ -225,15 +225,6 @@ class _Rebuilt:
 
 def _built(u: UOp | _Rebuilt) -> UOp: return u if type(u) is UOp else UOp(u.op, u.src, u.arg, u.tag)
 
-def _sources_final(u: UOp, done: dict[UOp, UOp], rewrite: Callable, ctx: Any) -> bool:
-  """True when every source of u is a finished node; a new leaf source (like a folded constant) no rule changes is finished here."""
-  for s in u.src:
-    if s in done:
-      if done[s] is not s: return False
-    elif s.src or rewrite(s, ctx) is not None: return False
-    else: done[s] = s
-  return True
-
 @contextlib.contextmanager
 def _gc_paused():
   """Rewriting allocates many short-lived nodes but makes no reference cycles, so the cyclic collector would only cost time."""
@@ -282,8 +273,16 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, bottom_up: boo
         else:  # the rules see the rebuilt node before it is built: most rebuilt nodes are rewritten at once, so building them is waste
           r = None if fn is None else fn(_Rebuilt(link.op, new_src, link.arg, link.tag), ctx)
           if r is None: new = UOp(link.op, new_src, link.arg, link.tag)
-        while r is not None and r not in done and _sources_final(r, done, rewrite, ctx):
-          new, r = r, rewrite(r, ctx)  # a result built from finished nodes is rewritten here, without a round trip on the stack
+        while r is not None and r not in done:
+          for s in r.src:  # a result built from finished nodes is rewritten here, without a round trip on the stack
+            if s in done:
+              if done[s] is not s: break
+            elif s.src or rewrite(s, ctx) is not None: break
+            else: done[s] = s  # a new leaf (a folded constant) that no rule changes is finished here
+          else:
+            new, r = r, rewrite(r, ctx)
+            continue
+          break
         if r is None: done[n] = done[new] = new
         elif r in done: done[n] = done[r]
         else: push((n, 2, r)); push((r, 0, None))

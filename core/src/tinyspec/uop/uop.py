@@ -258,4 +258,4 @@ def exec_alu(op: Ops, dtype: DType, operands: tuple) -> ConstType:
   """Run one ALU op on Python scalars with the dtype's semantics (integer wrap-around; IDIV and MOD floor; x//0 is 0 by convention)."""
   if (f := _PY_ALU.get(op)) is None: raise ValueError(f"exec_alu: {op.name} is not an ALU op that runs on scalars")
   if dtype is dtypes.bool and op in (Ops.AND, Ops.OR, Ops.XOR): return bool(f(bool(operands[0]), bool(operands[1])))
-  return _WRAP[dtype.scalar()](f(*operands))
+  return (_WRAP.get(dtype) or _WRAP[dtype.scalar()])(f(*operands))
