@@ -1,4 +1,4 @@
-"""UOp = (op, src, arg, tag): the one node type of the IR. Immutable and hash-consed; properties derived lazily and cached."""
+"""UOp = (op, src, arg, tag): the one node type of the IR. Immutable and hash-consed; its derived properties are cached."""
 from __future__ import annotations
 
 import functools
@@ -46,7 +46,7 @@ def _const_key(arg):
   return (v.hex(), dt) if type(v) is float else (v, type(v), dt)
 
 _MANY = 1 << 62
-_NSRC = {op: (lo, _MANY if hi is None else hi) for op, (lo, hi) in ((op, info.nsrc) for op, info in OPS.items())}
+_NSRC = {op: (info.nsrc[0], _MANY if info.nsrc[1] is None else info.nsrc[1]) for op, info in OPS.items()}
 _CONST, _DTYPE_RULES, _SHAPE_RULES = Ops.CONST, P.DTYPE_RULES, P.SHAPE_RULES
 _live: dict[tuple, weakref.ref] = {}  # hash-consing table: (op, src, arg, tag) -> the live node
 
@@ -139,9 +139,12 @@ class UOp:
     return UOp(Ops.RANGE, (bound if isinstance(bound, UOp) else UOp.const(bound),), (idx, axis_type))
   @staticmethod
   def buffer(shape: tuple, dtype: DType, device: str | tuple[str, ...], slot: int, addrspace: AddrSpace = AddrSpace.GLOBAL) -> UOp:
+    """A buffer of `shape` on `device` (an n-tuple of devices: one buffer split across them on axis 0)."""
     return UOp(Ops.BUFFER, (UOp.vec(shape),), (slot, dtype, device, addrspace))
   @staticmethod
-  def sink(*srcs: UOp, arg=None) -> UOp: return UOp(Ops.SINK, srcs, arg)
+  def sink(*srcs: UOp, arg=None) -> UOp:
+    """The root that collects side effects (or any nodes to keep together)."""
+    return UOp(Ops.SINK, srcs, arg)
 
   def _operand(self, x: UOp | ConstType) -> UOp: return x if isinstance(x, UOp) else UOp.const(x, self.dtype)
   def alu(self, op: Ops, *srcs: UOp | ConstType) -> UOp:
@@ -180,7 +183,8 @@ class UOp:
   def maximum(self, x) -> UOp: return self._bin(Ops.MAX, x)
   def minimum(self, x) -> UOp: return -((-self).maximum(-self._operand(x)))
   def where(self, a, b) -> UOp:
-    a = a if isinstance(a, UOp) else b._operand(a) if isinstance(b, UOp) else UOp.const(a, dtypes.from_py(a))
+    """a where this gate is true, else b. A Python number takes the other branch's dtype (its own if both are numbers)."""
+    if not isinstance(a, UOp): a = b._operand(a) if isinstance(b, UOp) else UOp.const(a, dtypes.from_py(a))
     return UOp(Ops.WHERE, (self, a, a._operand(b)))
   def recip(self) -> UOp: return UOp(Ops.RECIP, (self,))
 
@@ -223,8 +227,8 @@ def _int_wrap(dt: DType) -> Callable[[ConstType], int]:
 
 def _bf16(v: float) -> float:
   """Round to bfloat16 (the top 16 bits of a float32), to nearest even."""
-  bits = int(np.array(v, np.float32).view(np.uint32))
   if math.isnan(v): return v
+  with np.errstate(over="ignore"): bits = int(np.array(v, np.float32).view(np.uint32))
   bits = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16
   return float(np.array(bits & 0xFFFFFFFF, np.uint32).view(np.float32))
 
@@ -249,13 +253,14 @@ def _safe(f):
 _PY_ALU: dict[Ops, Callable] = {
   Ops.ADD: lambda a, b: a + b, Ops.MUL: lambda a, b: a * b, Ops.MAX: max, Ops.CMPLT: lambda a, b: a < b, Ops.CMPNE: lambda a, b: a != b,
   Ops.XOR: lambda a, b: a ^ b, Ops.OR: lambda a, b: a | b, Ops.AND: lambda a, b: a & b,
-  Ops.SHL: lambda a, b: a << b, Ops.SHR: lambda a, b: a >> b, Ops.WHERE: lambda c, a, b: a if c else b,
+  Ops.SHL: lambda a, b: a << b if b >= 0 else 0, Ops.SHR: lambda a, b: a >> b if b >= 0 else 0, Ops.WHERE: lambda c, a, b: a if c else b,
   Ops.IDIV: lambda a, b: a // b if b != 0 else 0, Ops.MOD: lambda a, b: a % b if b != 0 else 0,
-  Ops.TRUNC: math.trunc, Ops.RECIP: _safe(lambda x: 1 / x if x != 0 else math.copysign(math.inf, x)),
+  Ops.TRUNC: lambda x: math.trunc(x) if math.isfinite(x) else x, Ops.RECIP: _safe(lambda x: 1 / x if x != 0 else math.copysign(math.inf, x)),
 }
 
 def exec_alu(op: Ops, dtype: DType, operands: tuple) -> ConstType:
-  """Run one ALU op on Python scalars with the dtype's semantics (integer wrap-around; IDIV and MOD floor; x//0 is 0 by convention)."""
+  """Run one ALU op on Python scalars with the dtype's semantics: integers wrap around, IDIV and MOD floor. By convention
+  x//0 and x%0 are 0 and a shift by a negative amount is 0 (undefined on hardware, so folding must not crash on them)."""
   if (f := _PY_ALU.get(op)) is None: raise ValueError(f"exec_alu: {op.name} is not an ALU op that runs on scalars")
   if dtype is dtypes.bool and op in (Ops.AND, Ops.OR, Ops.XOR): return bool(f(bool(operands[0]), bool(operands[1])))
   return (_WRAP.get(dtype) or _WRAP[dtype.scalar()])(f(*operands))
