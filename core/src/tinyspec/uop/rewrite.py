@@ -70,7 +70,6 @@ class UPat:
   def where(self, a: UPat | Any, b: UPat | Any):
     return UPat(Ops.WHERE, src=(self, *(v if isinstance(v, UPat) else UPat.const(v) for v in (a, b))))
   def cast(self, dtype: DType | None = None): return UPat(Ops.CAST, src=(self,), **({} if dtype is None else {"arg": dtype}))
-  __hash__ = object.__hash__
 
   def __repr__(self):
     parts = [f"op={'|'.join(sorted(o.name for o in self.op))}" if self.op else "", f"name={self.name!r}" if self.name else "",
