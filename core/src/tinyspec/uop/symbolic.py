@@ -11,7 +11,7 @@ from tinyspec.uop.uop import UOp, exec_alu
 
 INT = INTS + (dtypes.index,)
 INTB = INT + (dtypes.bool,)
-x, y, z = UPat.var("x", INT), UPat.var("y", INT), UPat.var("z", INT)
+x, y = UPat.var("x", INT), UPat.var("y", INT)
 c1, c2 = UPat.cvar("c1", INT), UPat.cvar("c2", INT)
 anyx = UPat.var("x")
 
