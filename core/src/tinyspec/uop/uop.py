@@ -123,7 +123,7 @@ class UOp:
   def const(value: ConstType, dtype: DType = dtypes.index) -> UOp:
     """A scalar constant brought into `dtype` the way a cast would: ints truncate and wrap around, floats round to the type."""
     sdt = dtype.scalar()
-    return UOp(Ops.CONST, (), ((_WRAP.get(sdt) or _no_const(sdt))(value), sdt))
+    return UOp(Ops.CONST, (), ((WRAP.get(sdt) or _no_const(sdt))(value), sdt))
   @staticmethod
   def vec(values, dtype: DType = dtypes.index) -> UOp:
     """A (k,)-shaped vector: a STACK of scalars. Ints become CONSTs; UOps (symbolic sizes) go in as they are."""
@@ -240,8 +240,8 @@ def _float_round(dt: DType) -> Callable[[ConstType], float]:
     with np.errstate(over="ignore"): return float(to(v))  # overflow to inf is the right answer, not a warning
   return rnd
 
-# how a Python result is brought into each dtype: ints wrap around like the hardware's, floats round to the type
-_WRAP: dict[DType, Callable[[ConstType], ConstType]] = {dtypes.bool: bool, **{d: _int_wrap(d) for d in (*INTS, dtypes.index)},
+# how a Python result is brought into each (scalar) dtype: ints wrap around like the hardware's, floats round to the type
+WRAP: dict[DType, Callable[[ConstType], ConstType]] = {dtypes.bool: bool, **{d: _int_wrap(d) for d in (*INTS, dtypes.index)},
                                                         **{d: _float_round(d) for d in FLOATS}}
 
 def _safe(f):
@@ -263,4 +263,4 @@ def exec_alu(op: Ops, dtype: DType, operands: tuple) -> ConstType:
   x//0 and x%0 are 0 and a shift by a negative amount is 0 (undefined on hardware, so folding must not crash on them)."""
   if (f := _PY_ALU.get(op)) is None: raise ValueError(f"exec_alu: {op.name} is not an ALU op that runs on scalars")
   if dtype is dtypes.bool and op in (Ops.AND, Ops.OR, Ops.XOR): return bool(f(bool(operands[0]), bool(operands[1])))
-  return (_WRAP.get(dtype) or _WRAP[dtype.scalar()])(f(*operands))
+  return (WRAP.get(dtype) or WRAP[dtype.scalar()])(f(*operands))
