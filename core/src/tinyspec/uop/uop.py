@@ -39,11 +39,9 @@ class derived:
     return u.__dict__[name]
 
 
-def _const_key(arg):
+def _float_const_key(arg):
   # 0.0 == -0.0 and nan != nan in Python: key floats by their bits so both hash-cons correctly
-  if type(arg) is not tuple or len(arg) != 2: raise SpecViolation(f"CONST: arg must be (value, dtype), got {arg!r}")
-  v, dt = arg
-  return (v.hex(), dt) if type(v) is float else (v, type(v), dt)
+  return (arg[0].hex(), arg[1])
 
 _MANY = 1 << 62
 _NSRC = {op: (info.nsrc[0], _MANY if info.nsrc[1] is None else info.nsrc[1]) for op, info in OPS.items()}
@@ -67,7 +65,10 @@ class UOp:
   shape: tuple
 
   def __new__(cls, op: Ops, src: tuple[UOp, ...] = (), arg: Any = None, tag: Any = None) -> UOp:
-    key = (op, src, _const_key(arg) if op is _CONST else arg, tag)
+    if op is _CONST:
+      if type(arg) is not tuple or len(arg) != 2: raise SpecViolation(f"CONST: arg must be (value, dtype), got {arg!r}")
+      key = (op, src, _float_const_key(arg) if type(arg[0]) is float else (arg, type(arg[0])), tag)  # True and 1 stay apart
+    else: key = (op, src, arg, tag)
     if (ref := _live.get(key)) is not None and (u := ref()) is not None: return u
     lo, hi = _NSRC[op]
     if not lo <= len(src) <= hi:
