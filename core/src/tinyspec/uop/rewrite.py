@@ -257,13 +257,14 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, bottom_up: boo
           while (r := rewrite(link, ctx)) is not None:
             if r in done: link = done[r]; break
             link = r
+        waiting = False  # visit the unfinished sources first, then come back
         for s in link.src:
-          if s not in done:  # visit the unfinished sources first, then come back
-            push((n, 1, link))
-            for s in link.src:
-              if s not in done: push((s, 0, None))
-            break
-        else: stage = 1  # every source is finished (always so for leaves): go on to stage 1 without a round trip
+          if s in done: continue
+          if not s.src and s.op not in by_op: done[s] = s  # a leaf no rule can change (a constant, mostly) is finished at once
+          else:
+            if not waiting: push((n, 1, link)); waiting = True
+            push((s, 0, None))
+        if not waiting: stage = 1  # every source is finished (always so for leaves): go on to stage 1 without a round trip
       if stage == 1:
         new_src, fn = tuple(map(finished, link.src)), by_op.get(link.op)
         if new_src == link.src:  # tuple == compares UOps by identity
