@@ -25,7 +25,7 @@ class SpecViolation(ValueError):
 
 
 def _fail(u: UOp, rule: str) -> SpecViolation:
-  shapes = ", ".join(str(s.shape) for s in u.src if "shape" in s.__dict__)
+  shapes = ", ".join(str(s.shape) for s in u.src)
   return SpecViolation(f"{u.op.name}: {rule}" + (f" (source shapes: {shapes})" if shapes else ""))
 
 # ---- shape ----

@@ -56,7 +56,7 @@ class UOp:
   Derived properties follow seed 001's table: `dtype` and `shape` are derived as the node is built (the shape rules are
   the well-formedness check, so a bad node raises SpecViolation at once); `device`, `addrspace`, `min_max` and `axis`
   on first use. All are cached."""
-  __slots__ = ("op", "src", "arg", "tag", "__dict__", "__weakref__")
+  __slots__ = ("op", "src", "arg", "tag", "dtype", "shape", "__dict__", "__weakref__")  # __dict__ holds the lazy properties, made on first use
   op: Ops
   src: tuple[UOp, ...]
   arg: Any
@@ -77,9 +77,8 @@ class UOp:
       if type(s) is not UOp: raise TypeError(f"{op.name}: every source must be a UOp, got {[type(s).__name__ for s in src]}")
     u = object.__new__(cls)
     _set_op(u, op); _set_src(u, src); _set_arg(u, arg); _set_tag(u, tag)
-    d = u.__dict__
-    d["dtype"] = _DTYPE_RULES[op](u)
-    d["shape"] = _SHAPE_RULES[op](u)  # ill-formed nodes raise here, before they are registered
+    _set_dtype(u, _DTYPE_RULES[op](u))
+    _set_shape(u, _SHAPE_RULES[op](u))  # ill-formed nodes raise here, before they are registered
     # when u dies its entry goes, by a C-level call: hash-consing returns u while it lives, so no other node has this key then
     _live[key] = weakref.ref(u, functools.partial(_live.pop, key))
     return u
@@ -219,7 +218,7 @@ class UOp:
 
 def _no_const(dt: DType): raise TypeError(f"no constant of dtype {dt}")
 
-_set_op, _set_src, _set_arg, _set_tag = (UOp.__dict__[f].__set__ for f in ("op", "src", "arg", "tag"))
+_set_op, _set_src, _set_arg, _set_tag, _set_dtype, _set_shape = (UOp.__dict__[f].__set__ for f in ("op", "src", "arg", "tag", "dtype", "shape"))
 
 def _int_wrap(dt: DType) -> Callable[[ConstType], int]:
   mask, half = (1 << 8 * dt.itemsize) - 1, 1 << (8 * dt.itemsize - 1)
