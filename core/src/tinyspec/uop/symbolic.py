@@ -7,7 +7,7 @@ from __future__ import annotations
 from tinyspec.dtype import INTS, dtypes
 from tinyspec.uop.ops import GroupOp, Ops
 from tinyspec.uop.rewrite import PatternMatcher, UPat, graph_rewrite
-from tinyspec.uop.uop import WRAP, UOp, exec_alu
+from tinyspec.uop.uop import UOp, exec_alu
 
 INT = INTS + (dtypes.index,)
 INTB = INT + (dtypes.bool,)
@@ -15,15 +15,13 @@ x, y = UPat.var("x", INT), UPat.var("y", INT)
 c1, c2 = UPat.cvar("c1", INT), UPat.cvar("c2", INT)
 anyx = UPat.var("x")
 
-def fold(op: Ops, *consts: UOp) -> UOp:
-  """The constant that `op` on these constants makes, with the first one's dtype semantics."""
-  dt = consts[0].arg[1]
-  return UOp(Ops.CONST, (), (exec_alu(op, dt, tuple([c.arg[0] for c in consts])), dt))  # exec_alu's result is already in dt
+def fold(op: Ops, c1: UOp, c2: UOp) -> UOp:
+  """The constant that `op` on two constants makes, in their dtype."""
+  return UOp(Ops.CONST, (), (exec_alu(op, dt := c1.arg[1], (c1.arg[0], c2.arg[0])), dt))  # exec_alu's result is already in dt
 
 def _refold(op: Ops, x: UOp, c1: UOp, c2: UOp) -> UOp:
-  """op(op(x, c1), c2) as op(x, c1 op c2) for integer ADD and MUL, built directly: this is the hot rule of long chains."""
-  dt = c1.arg[1]
-  return UOp(op, (x, UOp(Ops.CONST, (), (WRAP[dt](c1.arg[0] + c2.arg[0] if op is Ops.ADD else c1.arg[0] * c2.arg[0]), dt))))
+  """op(op(x, c1), c2) as op(x, c1 op c2), built directly rather than through UOp's operators: the hot rule of long chains."""
+  return UOp(op, (x, fold(op, c1, c2)))
 
 def _fold_node(u: UOp) -> UOp:
   """An ALU node on constants as the constant it computes, in the node's dtype (bool for comparisons)."""
