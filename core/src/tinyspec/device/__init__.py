@@ -10,4 +10,6 @@ from tinyspec.device.registry import (
   register_builtin,
 )
 
+register_builtin("tinyspec.interpreter.plugin")  # the PYTHON device, always there
+
 __all__ = ["ENTRY_POINT_GROUP", "Device", "DeviceError", "DeviceRegistry", "DeviceSpec", "DeviceStatus", "Plugin", "register_builtin"]

@@ -1,0 +1,86 @@
+"""Every elementwise op of seed 001 on numpy arrays, with tinyspec's semantics: the PYTHON device's arithmetic.
+
+Integers wrap around, IDIV and MOD floor, x//0 and x%0 are 0 and a shift by a negative amount is 0 (as `exec_alu` folds
+them). The decomposed ops run natively here too, so the PYTHON device can also play a renderer that has them."""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from tinyspec.dtype import DType, dtypes
+from tinyspec.uop.ops import Ops
+
+
+def np_dtype(dt: DType) -> np.dtype:
+  """The numpy dtype values of `dt` are held in (index is int64)."""
+  if dt.scalar() is dtypes.bfloat16: raise NotImplementedError("the PYTHON device has no bfloat16 arithmetic yet")
+  if (npdt := dt.scalar().np) is None: raise TypeError(f"{dt} holds no values")
+  return npdt
+
+def _shift(f: Callable, bits: int):
+  def run(a, b):
+    b = np.asarray(b)
+    out = f(a, np.where((b >= 0) & (b < bits), b, 0).astype(a.dtype))
+    return np.where((b >= 0) & (b < bits), out, np.zeros_like(out))  # a negative shift, or one past the width, gives 0
+  return run
+
+def _div(f: Callable):
+  def run(a, b): return np.where(b == 0, np.zeros_like(a), f(a, np.where(b == 0, np.ones_like(b), b)))  # x//0 = x%0 = 0
+  return run
+
+_ROT = (13, 15, 26, 6, 17, 29, 16, 24)
+
+def threefry2x32(x: np.ndarray, key: np.ndarray) -> np.ndarray:
+  """Threefry-2x32 with 20 rounds (5 blocks of 4 add-rotate-xor rounds, a key injection after each block), on uint64 words:
+  the low 32 bits are the first lane, the high 32 bits the second. The Random123 definition; its test vectors are in the tests."""
+  x, key = np.asarray(x, np.uint64), np.asarray(key, np.uint64)
+  m = np.uint64(0xFFFFFFFF)
+  ks = [key & m, key >> np.uint64(32)]
+  ks.append(ks[0] ^ ks[1] ^ np.uint64(0x1BD11BDA))
+  x0, x1 = ((x & m) + ks[0]) & m, ((x >> np.uint64(32)) + ks[1]) & m
+  for block in range(5):
+    for r in _ROT[4 * (block % 2):4 * (block % 2) + 4]:
+      x0 = (x0 + x1) & m
+      x1 = ((x1 << np.uint64(r)) | (x1 >> np.uint64(32 - r))) & m
+      x1 ^= x0
+    s = block + 1
+    x0, x1 = (x0 + ks[s % 3]) & m, (x1 + ks[(s + 1) % 3] + np.uint64(s)) & m
+  return (x1 << np.uint64(32)) | x0
+
+def _round(f: Callable):
+  def run(*a):
+    with np.errstate(all="ignore"): return f(*a)
+  return run
+
+ALU: dict[Ops, Callable] = {
+  Ops.ADD: np.add, Ops.MUL: np.multiply, Ops.MAX: np.maximum, Ops.CMPLT: np.less, Ops.CMPNE: np.not_equal,
+  Ops.XOR: np.bitwise_xor, Ops.OR: np.bitwise_or, Ops.AND: np.bitwise_and, Ops.WHERE: np.where,
+  Ops.IDIV: _div(np.floor_divide), Ops.MOD: _div(np.mod), Ops.RECIP: np.reciprocal, Ops.TRUNC: np.trunc,
+  # decomposed ops, natively
+  Ops.NEG: np.negative, Ops.SUB: np.subtract, Ops.DIV: np.divide, Ops.CMPGT: np.greater, Ops.CMPGE: np.greater_equal,
+  Ops.CMPLE: np.less_equal, Ops.CMPEQ: np.equal, Ops.NOT: np.logical_not, Ops.EXP2: np.exp2, Ops.LOG2: np.log2, Ops.SIN: np.sin,
+  Ops.SQRT: np.sqrt, Ops.POW: np.power, Ops.MULACC: lambda a, b, c: a * b + c, Ops.THREEFRY: threefry2x32,
+}
+
+def run_alu(op: Ops, dtype: DType, *srcs: np.ndarray) -> np.ndarray:
+  """One elementwise op on arrays already in their sources' numpy dtypes; the result is in `dtype`'s."""
+  if op is Ops.CAST: return cast(srcs[0], dtype)
+  if op is Ops.BITCAST: return np.ascontiguousarray(srcs[0]).view(np_dtype(dtype))
+  if op in (Ops.SHL, Ops.SHR):
+    a = srcs[0]
+    f = _shift(np.left_shift if op is Ops.SHL else np.right_shift, a.dtype.itemsize * 8)
+    return f(a, srcs[1]).astype(np_dtype(dtype), copy=False)
+  if op is Ops.NOT and srcs[0].dtype != np.bool_: return np.asarray(srcs[0] != 1)
+  with np.errstate(all="ignore"): out = ALU[op](*srcs)
+  return np.asarray(out).astype(np_dtype(dtype), copy=False)
+
+def cast(x: np.ndarray, dtype: DType) -> np.ndarray:
+  """CAST: to bool is x != 0; float to int truncates (out-of-range values are undefined on hardware, here they wrap)."""
+  to = np_dtype(dtype)
+  if to == np.bool_: return np.asarray(x != 0)
+  with np.errstate(all="ignore"):
+    if np.issubdtype(x.dtype, np.floating) and np.issubdtype(to, np.integer):
+      x = np.trunc(np.nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0))
+      return x.astype(np.int64 if np.issubdtype(to, np.signedinteger) or to.itemsize < 8 else np.uint64).astype(to)
+    return np.asarray(x).astype(to)
