@@ -95,7 +95,8 @@ class NotADType(NamedTuple):
   (T, lambda: UOp(Ops.PARAM, (UOp.vec(()), UOp.const(9), UOp.const(0)), ("n", idx)), "must be a scalar with CONST bounds of its dtype, min <= max"),
   (T, lambda: UOp(Ops.PARAM, (UOp.vec(()), UOp.const(0, i32), UOp.const(9, i32)), ("n", idx)), "with CONST bounds of its dtype"),
   (T, lambda: UOp(Ops.BUFFER, (UOp.vec((4,)),), (0, f32, None, AddrSpace.GLOBAL)),
-   "BUFFER(src: STACK): arg must be (slot, dtype, device, addrspace) with a device, got (0, dtypes.float32, None, AddrSpace.GLOBAL)"),
+   "BUFFER(src: STACK): arg must be (slot, dtype, device, addrspace) with a device (None only for REG and LOCAL), "
+   "got (0, dtypes.float32, None, AddrSpace.GLOBAL)"),
   (T, lambda: UOp(Ops.BUFFER, (UOp.vec((4,)),), (0, f32, "CPU")), "arg must be (slot, dtype, device, addrspace) with a device"),
   (T, lambda: UOp(Ops.BUFFER_VIEW, (A,), (2, f32, -1)), "BUFFER_VIEW(src: BUFFER): arg must be (size, dtype, offset) with size, offset >= 0"),
   (T, lambda: UOp(Ops.BUFFER_VIEW, (A + 1.0,), (2, f32, 0)), "BUFFER_VIEW(src: ADD): views a buffer: src[0] must be a BUFFER, PARAM"),

@@ -1,4 +1,7 @@
-"""Devices: the plugin registry and the `Device` lookup (`Device["CPU"]`, `Device.DEFAULT`)."""
+"""Devices: the plugin registry and the `Device` lookup (`Device["CPU"]`, `Device.DEFAULT`), and the interfaces a device's
+runtime implements: `Runtime`, `Compiler`, `Allocator`, `Program`, with `Buffer` on top."""
+from tinyspec.device.compiler import CompileError, Compiler
+from tinyspec.device.memory import Allocator, Buffer, HostAllocator, LRUAllocator
 from tinyspec.device.registry import (
   ENTRY_POINT_GROUP,
   Device,
@@ -9,7 +12,9 @@ from tinyspec.device.registry import (
   Plugin,
   register_builtin,
 )
+from tinyspec.device.runtime import Program, Runtime
 
 register_builtin("tinyspec.interpreter.plugin")  # the PYTHON device, always there
 
-__all__ = ["ENTRY_POINT_GROUP", "Device", "DeviceError", "DeviceRegistry", "DeviceSpec", "DeviceStatus", "Plugin", "register_builtin"]
+__all__ = ["ENTRY_POINT_GROUP", "Device", "DeviceError", "DeviceRegistry", "DeviceSpec", "DeviceStatus", "Plugin", "register_builtin",
+           "Allocator", "Buffer", "CompileError", "Compiler", "HostAllocator", "LRUAllocator", "Program", "Runtime"]

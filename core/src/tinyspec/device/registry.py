@@ -44,8 +44,8 @@ class DeviceSpec:
   """None when the device is usable here, else the reason for a human, e.g. "no NVIDIA driver (libcuda.so not found)".
   Called once, on first use or by `tinyspec devices`; heavy imports belong here."""
   open: Callable[[str], Any]
-  """Builds the runtime object for a full device name like "CPU:1". Its interface (renderer, compiler, allocator,
-  program) is defined in a later issue, hence `Any` for now."""
+  """Builds the `tinyspec.device.runtime.Runtime` for a full device name like "CPU:1" (its renderer, compiler, allocator
+  and program loader). Called once per name, on first use; this is where the driver is imported and opened."""
   info: Callable[[], str] | None = None
   """Optional extra detail for the listing, e.g. an LLVM version; called only for available devices."""
 

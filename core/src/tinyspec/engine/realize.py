@@ -1,69 +1,157 @@
-"""Realize: turn Tensor graphs into buffers. TEMPORARY stand-in that evaluates the tensor graph directly with numpy;
-the pipeline (callify ... memory plan) replaces the evaluation, the functions and their contracts stay."""
+"""Realize: run the pipeline on Tensor graphs and execute the result.
+
+    callify -> rangeify -> (per kernel) expand -> isel -> linearize -> render -> compile;  memory plan -> run
+
+A realized value is a BUFFER UOp backed by a device `Buffer`. The schedule cache maps callify's TUPLE body (the same UOp
+whenever the same computation runs on other data of the same shapes) to the compiled steps, so a repeated computation
+skips every stage and only runs; kernels are also cached on their own by (device, kernel graph).
+DEBUG=1 prints each kernel's name and time, 2 adds its buffers and the memory in use, 3 its UOp listing, 4 its source,
+5 the graph after every stage."""
 from __future__ import annotations
 
 import itertools
+import math
+import os
+import time
 import weakref
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from tinyspec.device import Device
+from tinyspec.device.memory import Buffer, buffer_np_dtype
 from tinyspec.dtype import DType
-from tinyspec.interpreter.alu import np_dtype, run_alu
-from tinyspec.uop.ops import GroupOp, Ops
-from tinyspec.uop.properties import vec_values
+from tinyspec.engine.callify import callify
+from tinyspec.engine.expand import expand
+from tinyspec.engine.isel import isel
+from tinyspec.engine.linearize import linearize
+from tinyspec.engine.memplan import memory_plan
+from tinyspec.engine.rangeify import Schedule, rangeify
+from tinyspec.uop.ops import AxisType, Ops
 from tinyspec.uop.uop import UOp
+from tinyspec.viz import render_listing
 
 _slots = itertools.count()
-_data: weakref.WeakKeyDictionary[UOp, np.ndarray] = weakref.WeakKeyDictionary()
+_buffers: weakref.WeakKeyDictionary[UOp, Buffer] = weakref.WeakKeyDictionary()
+
+def DEBUG() -> int: return int(os.environ.get("DEBUG", "0") or 0)
+
+# ---- buffers ----
+
+def buffer_uop(shape: tuple[int, ...], buf: Buffer) -> UOp:
+  """A new BUFFER UOp of `shape` backed by `buf`."""
+  u = UOp.buffer(tuple(shape), buf.dtype, buf.device, next(_slots))
+  _buffers[u] = buf
+  return u
+
+def buffer_of(u: UOp) -> Buffer:
+  """The device Buffer behind a BUFFER UOp."""
+  return _buffers[u]
 
 def new_buffer(shape: tuple[int, ...], dtype: DType, device: str) -> UOp:
   """A fresh BUFFER UOp with storage (contents undefined until written)."""
-  buf = UOp.buffer(tuple(shape), dtype, device, next(_slots))
-  _data[buf] = np.empty(tuple(shape), np_dtype(dtype))
-  return buf
+  return buffer_uop(shape, Buffer(device, math.prod(shape), dtype).allocate())
 
 def from_numpy(arr: np.ndarray, dtype: DType, device: str) -> UOp:
   """A new BUFFER UOp holding a copy of `arr` converted to `dtype`."""
-  buf = new_buffer(arr.shape, dtype, device)
-  _data[buf][...] = arr
-  return buf
+  arr = np.asarray(arr)
+  return buffer_uop(arr.shape, Buffer(device, arr.size, dtype).copyin(np.ascontiguousarray(arr, buffer_np_dtype(dtype))))
 
 def to_numpy(buf: UOp) -> np.ndarray:
   """A copy of a BUFFER UOp's contents, shaped as the buffer."""
-  return _data[buf].copy()
+  return _buffers[buf].numpy().reshape(buf.shape)
 
-def realize(*uops: UOp) -> tuple[UOp, ...]:
-  """Compute each tensor-graph UOp into a BUFFER UOp (a BUFFER is returned as it is)."""
-  out = []
-  for u in uops:
-    if u.op is Ops.BUFFER: out.append(u); continue
-    val = _eval(u)
-    out.append(from_numpy(val, u.dtype, u.device))
-  return tuple(out)
+# ---- kernels ----
 
-def _eval(root: UOp) -> np.ndarray:
-  vals: dict[UOp, np.ndarray] = {}
-  for u in root.toposort():
-    if u.op is Ops.STACK and u.dtype.name == "index": continue
-    s = [vals.get(x) for x in u.src]
-    if u.op is Ops.BUFFER: v = _data[u]
-    elif u.op is Ops.CONST: v = np.array(u.arg[0], np_dtype(u.dtype))
-    elif u.op is Ops.RESHAPE: v = s[0].reshape(u.shape)
-    elif u.op is Ops.EXPAND: v = np.broadcast_to(s[0], u.shape)
-    elif u.op is Ops.PERMUTE: v = s[0].transpose(u.arg)
-    elif u.op is Ops.FLIP: v = np.flip(s[0], tuple(i for i, f in enumerate(u.arg) if f))
-    elif u.op is Ops.PAD:
-      off = vec_values(u.src[1])
-      v = np.pad(s[0], [(o, n - o - k) for o, k, n in zip(off, u.src[0].shape, u.shape)])
-    elif u.op is Ops.SHRINK:
-      off = vec_values(u.src[1])
-      v = s[0][tuple(slice(o, o + n) for o, n in zip(off, u.shape))]
-    elif u.op is Ops.REDUCE:
-      f = {Ops.ADD: np.add, Ops.MUL: np.multiply, Ops.MAX: np.maximum}[u.arg[0]]
-      v = f.reduce(s[0], axis=u.arg[1], keepdims=True).astype(s[0].dtype) if u.arg[1] else s[0]
-    elif u.op in GroupOp.Marker or u.op is Ops.COPY: v = s[0]
-    elif u.op in GroupOp.Elementwise or u.op is Ops.BITCAST:
-      v = run_alu(u.op, u.dtype, *[np.broadcast_to(x, u.shape) for x in s])
-    else: raise NotImplementedError(f"realize: {u.op.name}")
-    vals[u] = np.asarray(v)
-  return vals[root]
+@dataclass(frozen=True)
+class CompiledKernel:
+  """One kernel lowered, rendered and loaded on a device."""
+  name: str
+  program: Any
+  linear: UOp
+  source: str
+
+def kernel_name(ast: UOp) -> str:
+  """'r' for a kernel with a reduction, 'E' for elementwise, then its range sizes: r_16_4, E_45_65."""
+  ranges = sorted((u for u in ast.toposort() if u.op is Ops.RANGE), key=lambda r: r.arg)
+  kind = "r" if any(r.arg[1] in (AxisType.REDUCE, AxisType.GROUP_REDUCE, AxisType.UNROLL) for r in ranges) else "E"
+  return "_".join([kind] + [str(r.src[0].arg[0]) if r.src[0].op is Ops.CONST else "n" for r in ranges])
+
+_kernels: dict[tuple[str, UOp], CompiledKernel] = {}
+stats = {"kernels_compiled": 0, "schedules_built": 0, "kernels_run": 0}
+
+def _show(stage: str, u: UOp):
+  if DEBUG() >= 5: print(f"--- after {stage} ---\n{render_listing(u)}")
+
+def compile_kernel(ast: UOp, device: str) -> CompiledKernel:
+  """Lower one kernel for `device`: expand, isel, linearize, render, compile, load (cached per device and kernel)."""
+  if (done := _kernels.get((device, ast))) is not None: return done
+  rt, name = Device[device], kernel_name(ast)
+  _show("rangeify", ast)
+  ast = expand(ast); _show("expand", ast)
+  ast = isel(ast, rt.renderer.native); _show("isel", ast)
+  linear = linearize(ast); _show("linearize", linear)
+  src = rt.renderer.render(name, linear)
+  if DEBUG() >= 3: print(render_listing(linear))
+  if DEBUG() >= 4: print(src)
+  out = _kernels[(device, ast)] = CompiledKernel(name, rt.program(name, rt.compiler.compile_cached(src)), linear, src)
+  stats["kernels_compiled"] += 1
+  return out
+
+# ---- schedules ----
+
+@dataclass(frozen=True)
+class CompiledSchedule:
+  """A function's steps, ready to run: ('kernel', CompiledKernel, device, buffer ids) or ('copy', None, device, ids)."""
+  sched: Schedule
+  steps: tuple[tuple[str, Any, str, tuple[int, ...]], ...]
+  home: tuple[int, ...]
+  devices: tuple[str, ...]   # per non-argument buffer
+
+_schedules: dict[tuple[UOp, str], CompiledSchedule] = {}
+
+def _compile_schedule(fn: UOp, device: str) -> CompiledSchedule:
+  sched = rangeify(fn)
+  devices = tuple(Device.canonicalize(d or device) for _, _, d in sched.buffers)
+  dev_of = [Device.canonicalize(a.device) for a in fn.src[1:]] + list(devices)
+  steps = []
+  for item in sched.items:
+    dev = dev_of[item.bufs[0]]
+    if item.ast.op is Ops.COPY: steps.append(("copy", None, dev, item.bufs))
+    else: steps.append(("kernel", compile_kernel(item.ast, dev), dev, item.bufs))
+  stats["schedules_built"] += 1
+  return CompiledSchedule(sched, tuple(steps), tuple(memory_plan(sched)), devices)
+
+def _run(cs: CompiledSchedule, args: list[Buffer]) -> list[Buffer]:
+  sched, n = cs.sched, cs.sched.n_args
+  bufs: list[Buffer | None] = list(args) + [None] * len(sched.buffers)
+  for i, (size, dtype, _) in enumerate(sched.buffers):
+    b = n + i
+    bufs[b] = bufs[cs.home[b]] if cs.home[b] != b else Buffer(cs.devices[i], size, dtype).allocate()
+  debug = DEBUG()
+  for kind, k, dev, ids in cs.steps:
+    if kind == "copy": bufs[ids[0]].copyin(bufs[ids[1]].numpy()); continue
+    t = k.program(*(bufs[i].handle for i in ids), wait=debug >= 1)
+    stats["kernels_run"] += 1
+    if debug >= 1:
+      print(f"*** {dev:10s} {stats['kernels_run']:5d} {k.name:24s} {t * 1e3:9.3f} ms" +
+            (f"  bufs {[bufs[i].size for i in ids]}  {sum(bufs[i].nbytes for i in set(ids)) / 1e6:.3f} MB" if debug >= 2 else ""))
+  return bufs  # type: ignore[return-value]
+
+def realize(*uops: UOp, device: str | None = None) -> tuple[UOp, ...]:
+  """Compute each tensor-graph UOp into a BUFFER UOp (a BUFFER is returned as it is). `device` is where values whose graph
+  names no device (constants only) go; default Device.DEFAULT."""
+  todo = [u for u in uops if u.op is not Ops.BUFFER]
+  if not todo: return uops
+  device = Device.canonicalize(device or Device.DEFAULT)
+  fn = callify(*todo)
+  if (cs := _schedules.get(key := (fn.src[0], device))) is None: cs = _schedules[key] = _compile_schedule(fn, device)
+  bufs = _run(cs, [_buffers[a] for a in fn.src[1:]])
+  results = iter(buffer_uop(u.shape, bufs[o]) if o >= cs.sched.n_args else fn.src[1 + o] for u, o in zip(todo, cs.sched.outputs))
+  return tuple(u if u.op is Ops.BUFFER else next(results) for u in uops)
+
+def timed(f, *args):
+  """(result, seconds) of f(*args): for benchmarks."""
+  st = time.perf_counter()
+  return f(*args), time.perf_counter() - st

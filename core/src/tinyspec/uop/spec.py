@@ -147,8 +147,10 @@ COMMON: list[Rule] = [
    "arg must be (slot, dtype, device?, addrspace?), got {arg}"),
   # a PARAM with (s, min, max) is a bounded scalar variable: min_max reads its bounds from these CONSTs
   (_ops(Ops.PARAM), _bounded, "a PARAM with (s, min, max) must be a scalar with CONST bounds of its dtype, min <= max"),
-  (_ops(Ops.BUFFER), lambda u, g: _fields(u.arg, _is_pyint, _is_dtype, _device, _is_space),
-   "arg must be (slot, dtype, device, addrspace) with a device, got {arg}"),
+  # a REG or LOCAL buffer lives on whatever device runs its kernel, so it may leave the device out
+  (_ops(Ops.BUFFER), lambda u, g: _fields(u.arg, _is_pyint, _is_dtype, _opt(_device), _is_space)
+   and (u.arg[2] is not None or u.arg[3] is not AddrSpace.GLOBAL),
+   "arg must be (slot, dtype, device, addrspace) with a device (None only for REG and LOCAL), got {arg}"),
   (_ops(Ops.BUFFER_VIEW), lambda u, g: _fields(u.arg, _nat, _is_dtype, _nat), "arg must be (size, dtype, offset) with size, offset >= 0, got {arg}"),
   (_ops(Ops.BUFFER_VIEW), lambda u, g: _buffer_like(u.src[0]), "views a buffer: src[0] must be a BUFFER, PARAM, AFTER or BUFFER_VIEW"),
   # shapes in src are (k,) STACKs of non-negative index scalars (symbolic sizes are index UOps)

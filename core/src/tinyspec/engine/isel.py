@@ -1,0 +1,80 @@
+"""Instruction selection's decompositions: every decomposed op (seed 001's table) that the backend lacks becomes primitives.
+
+The tables are selected per op: `isel(root, native)` drops every rule whose op the backend has natively, so SQRT on a
+backend with EXP2 and LOG2 becomes EXP2(LOG2(x) * 0.5) and stops there, and on one without them goes on to polynomials."""
+from __future__ import annotations
+
+import functools
+
+from tinyspec.dtype import dtypes
+from tinyspec.engine import transcendental as T
+from tinyspec.uop.ops import Ops
+from tinyspec.uop.rewrite import PatternMatcher, UPat, graph_rewrite
+from tinyspec.uop.uop import UOp
+
+a, b, c = UPat.var("a"), UPat.var("b"), UPat.var("c")
+HALF, FLOAT = (dtypes.float16, dtypes.bfloat16), tuple(T.FORMATS)
+
+def _u(op: Ops, *src: UOp) -> UOp: return UOp(op, src)
+
+# 16-bit floats compute in float32: their results round to 11 or 8 bits, which float32 arithmetic covers with room to spare
+pm_widen_half = PatternMatcher([
+  (UPat((Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT), HALF, (a,), name="u"),
+   lambda u, a: _u(u.op, a.cast(dtypes.float32)).cast(a.dtype)),                                   # f(x) -> cast(f(float(x)))
+  (UPat(Ops.POW, HALF, (a, b)), lambda a, b: _u(Ops.POW, a.cast(dtypes.float32), b.cast(dtypes.float32)).cast(a.dtype)),  # likewise
+])
+
+# the rows of seed 001's table; each result may hold other decomposed ops, which are rewritten in turn unless native
+pm_decompose = PatternMatcher([
+  (UPat(Ops.NEG, src=(a,)), lambda a: UOp(Ops.MUL, (a, UOp.const(-1, a.dtype)))),                    # -a -> a * -1
+  (UPat(Ops.SUB, src=(a, b)), lambda a, b: a + _u(Ops.NEG, b)),                                      # a - b -> a + (-b)
+  (UPat(Ops.DIV, src=(a, b)), lambda a, b: a * b.recip()),                                           # a / b -> a * recip(b)
+  (UPat(Ops.CMPGT, src=(a, b)), lambda a, b: b < a),                                                 # a > b -> b < a
+  (UPat(Ops.CMPGE, src=(a, b)), lambda a, b: (a < b).ne(True)),                                      # a >= b -> (a < b) != 1
+  (UPat(Ops.CMPLE, src=(a, b)), lambda a, b: (b < a).ne(True)),                                      # a <= b -> (b < a) != 1
+  (UPat(Ops.CMPEQ, src=(a, b)), lambda a, b: a.ne(b).ne(True)),                                      # a == b -> (a != b) != 1
+  (UPat(Ops.NOT, src=(a,)), lambda a: a.ne(1)),                                                      # not a -> a != 1
+  (UPat(Ops.SQRT, src=(a,)), lambda a: _u(Ops.EXP2, _u(Ops.LOG2, a) * 0.5)),                         # sqrt(a) -> exp2(log2(a) * 0.5)
+  (UPat(Ops.POW, src=(a, b)), lambda a, b: _u(Ops.EXP2, _u(Ops.LOG2, a) * b)),                       # a ** b -> exp2(log2(a) * b)
+  (UPat(Ops.MULACC, src=(a, b, c)), lambda a, b, c: a * b + c),                                      # mulacc(a, b, c) -> a * b + c
+])
+
+# range reduction and a power series (see transcendental.py); float32 and float64, after pm_widen_half took the 16-bit floats
+pm_transcendental = PatternMatcher([
+  (UPat(Ops.EXP2, FLOAT, (a,)), lambda a: T.exp2(a)),                                                        # 2**a -> 2**n * poly(r)
+  (UPat(Ops.LOG2, FLOAT, (a,)), lambda a: T.log2(a)),                                                        # log2(a) -> e + s * poly(s*s)
+  (UPat(Ops.SIN, FLOAT, (a,)), lambda a: T.sin(a)),                                                          # sin(a) -> ±r * poly(r*r)
+])
+
+_ROTATIONS = (13, 15, 26, 6, 17, 29, 16, 24)
+
+def threefry(a: UOp, b: UOp) -> UOp:
+  """Threefry-2x32, 20 rounds, in uint32 arithmetic: the counter a and the key b are uint64 pairs of words, low word first."""
+  u32, u64 = dtypes.uint32, dtypes.uint64
+  def words(v: UOp) -> tuple[UOp, UOp]: return v.cast(u32), (v >> 32).cast(u32)  # CAST to uint32 keeps the low word
+  ks = words(b)
+  ks = (*ks, ks[0] ^ ks[1] ^ 0x1BD11BDA)
+  x0, x1 = words(a)
+  x0, x1 = x0 + ks[0], x1 + ks[1]
+  for block in range(5):
+    for r in _ROTATIONS[4 * (block % 2):4 * (block % 2) + 4]:
+      x0 = x0 + x1
+      x1 = ((x1 << r) | (x1 >> (32 - r))) ^ x0
+    x0, x1 = x0 + ks[(block + 1) % 3], x1 + ks[(block + 2) % 3] + (block + 1)  # key injection after every 4 rounds
+  return (x1.cast(u64) << 32) | x0.cast(u64)
+
+pm_threefry = PatternMatcher([
+  (UPat(Ops.THREEFRY, src=(a, b)), threefry),                                                        # threefry(x, key) -> ARX rounds
+])
+
+pm_isel = pm_widen_half + pm_decompose + pm_transcendental + pm_threefry
+
+@functools.cache
+def decompositions(native: frozenset[Ops]) -> PatternMatcher:
+  """The rules of `pm_isel` for the ops a backend lacks (compiled once per set of native ops)."""
+  return PatternMatcher([(p, fn) for p, fn in pm_isel.rules if not (p.op & native)])
+
+def isel(root: UOp, native: frozenset[Ops] = frozenset()) -> UOp:
+  """Rewrite every decomposed op (GroupOp.Decomposed) not in `native` into primitives (GroupOp.ALU ops, CAST, BITCAST,
+  CONST ...). Other nodes pass through unchanged. ALU ops are always native; listing them changes nothing."""
+  return graph_rewrite(root, decompositions(frozenset(native)))

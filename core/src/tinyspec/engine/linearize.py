@@ -1,0 +1,105 @@
+"""Stage 6, linearize: a kernel graph becomes LINEAR, one instruction after another, with RANGE ... END loops and
+IF ... ENDIF blocks.
+
+First the graph is brought into a form where order is explicit (`pm_linear_form`):
+  - a REDUCE becomes a register accumulator: STORE the identity, STORE acc <op> value inside the reduce loops, END them,
+    then LOAD the result. The AFTERs tie each access to the ranges it must run in, so nothing is hoisted out of its loop;
+  - an END of several ranges becomes nested single ENDs, innermost first;
+  - a gated STORE becomes IF(gate) / STORE / ENDIF.
+Then every node gets a *scope*, the RANGEs and IFs it runs inside (those it depends on and that are not closed on the
+way), and the nodes are emitted: whatever fits the open blocks first (so loop-invariant work lands before its loop),
+else the innermost block is closed once nothing left needs it, else the next block is opened."""
+from __future__ import annotations
+
+from tinyspec.dtype import AddrSpace
+from tinyspec.engine.rangeify import reduce_identity
+from tinyspec.uop.ops import Ops
+from tinyspec.uop.rewrite import PatternMatcher, UPat, graph_rewrite
+from tinyspec.uop.spec import verify_between_stages
+from tinyspec.uop.uop import UOp
+
+_ZERO = UOp.const(0)
+
+
+def scopes(root: UOp) -> dict[UOp, frozenset[UOp]]:
+  """For each node, the RANGEs and IFs it runs inside."""
+  sc: dict[UOp, frozenset[UOp]] = {}
+  for u in root.toposort():
+    inner = frozenset().union(*(sc[s] for s in u.src))
+    if u.op in (Ops.RANGE, Ops.IF): sc[u] = inner | {u}
+    elif u.op is Ops.END: sc[u] = inner - set(u.src[1:])
+    elif u.op is Ops.ENDIF: sc[u] = inner - {u.src[0]}
+    else: sc[u] = inner
+  return sc
+
+class _Accumulators:
+  """ctx of pm_linear_form: numbers the register accumulators and remembers scopes."""
+  def __init__(self): self.count = 0
+
+def _reduce_to_acc(ctx: _Accumulators, red: UOp) -> UOp:
+  rop, val, ranges = red.arg[0], red.src[0], red.src[1:]
+  outer = sorted(scopes(val)[val] - set(ranges), key=lambda r: r.arg if r.op is Ops.RANGE else (-1,))
+  acc = UOp(Ops.BUFFER, (UOp.vec((1,)),), (ctx.count, red.dtype, None, AddrSpace.REG))
+  ctx.count += 1
+  init = UOp(Ops.STORE, (UOp(Ops.AFTER, (acc, *outer)).index(_ZERO) if outer else acc.index(_ZERO), reduce_identity(rop, red.dtype)))
+  inside = UOp(Ops.AFTER, (acc, init, *ranges)).index(_ZERO)
+  update = UOp(Ops.STORE, (inside, UOp(rop, (UOp(Ops.LOAD, (inside,)), val))))
+  return UOp(Ops.LOAD, (UOp(Ops.AFTER, (acc, UOp(Ops.END, (update, *ranges)))).index(_ZERO),))
+
+def _nest_end(end: UOp) -> UOp | None:
+  if len(end.src) <= 2: return None
+  return UOp(Ops.END, (UOp(Ops.END, end.src[:2]), *end.src[2:]))
+
+def _gated_store(st: UOp) -> UOp:
+  block = UOp(Ops.IF, (st.src[2],))
+  return UOp(Ops.GROUP, (UOp(Ops.STORE, (UOp(Ops.AFTER, (st.src[0], block)), st.src[1])), UOp(Ops.ENDIF, (block,))))
+
+pm_linear_form = PatternMatcher([
+  (UPat(Ops.REDUCE, name="red"), _reduce_to_acc),                        # REDUCE(x, r) -> init acc; acc op= x over r; load acc
+  (UPat(Ops.END, name="end"), _nest_end),                                 # END(x, r0, r1) -> END(END(x, r0), r1)
+  (UPat(Ops.STORE, src=(UPat(), UPat(), UPat()), name="st"), _gated_store),  # STORE(b, v, g) -> IF(g); STORE(b, v); ENDIF
+])
+
+
+def linearize(kernel: UOp) -> UOp:
+  """The kernel SINK as a LINEAR program (see the module docstring)."""
+  sink = graph_rewrite(kernel, pm_linear_form, ctx=_Accumulators())
+  nodes = sink.toposort()[:-1]  # everything but the SINK itself
+  order = {u: i for i, u in enumerate(nodes)}
+  sc = scopes(sink)
+  closer = {c.src[1] if c.op is Ops.END else c.src[0]: c for c in nodes if c.op in (Ops.END, Ops.ENDIF)}
+  missing = [u for u in nodes if u.op in (Ops.RANGE, Ops.IF) and u not in closer]
+  if missing: raise ValueError(f"linearize: {missing[0].op.name} {missing[0].arg} is never closed (no END/ENDIF for it)")
+  needs: dict[UOp, int] = {}   # per open block: nodes still to emit that run inside it
+  for u in nodes:
+    for b in sc[u]: needs[b] = needs.get(b, 0) + 1
+  waiting = {u: len(set(u.src) - {sink}) for u in nodes}
+  users: dict[UOp, list[UOp]] = {}
+  for u in nodes:
+    for s in set(u.src): users.setdefault(s, []).append(u)
+  ready = sorted((u for u in nodes if waiting[u] == 0), key=order.__getitem__)
+  out: list[UOp] = []
+  open_: list[UOp] = []
+
+  def emit(u: UOp):
+    ready.remove(u); out.append(u)
+    for b in sc[u]: needs[b] -= 1
+    for v in users.get(u, ()):
+      waiting[v] -= 1
+      if waiting[v] == 0: ready.append(v); ready.sort(key=order.__getitem__)
+
+  while ready:
+    opened = set(open_)
+    fits = next((u for u in ready if u.op not in (Ops.RANGE, Ops.IF, Ops.END, Ops.ENDIF) and sc[u] <= opened
+                 and (not open_ or open_[-1] in sc[u])), None)
+    if fits is not None: emit(fits); continue
+    if open_ and needs[open_[-1]] == 0 and closer[open_[-1]] in ready:  # nothing left runs inside the innermost block
+      emit(closer[open_.pop()]); continue
+    start = [u for u in ready if u.op in (Ops.RANGE, Ops.IF) and sc[closer[u]] <= opened]
+    if not start: raise ValueError(f"linearize: no valid order; stuck with open blocks {[b.op.name for b in open_]} and "
+                                   f"ready {[u.op.name for u in ready]}")
+    best = max(start, key=lambda u: (len(sc[closer[u]]), -order[u]))
+    emit(best); open_.append(best)
+  linear = UOp(Ops.LINEAR, tuple(out))
+  verify_between_stages(linear, "linear")
+  return linear

@@ -1,0 +1,174 @@
+"""Stage 2, rangeify: the kernel split, and every value broken down to shape () over RANGEs.
+
+Which nodes get a buffer of their own (and so end a kernel):
+  - the function's results, CONTIGUOUS, and both sides of a COPY;
+  - a REDUCE read through an EXPAND that really broadcasts (softmax's max and sum): computing it inside its reader
+    would redo the whole reduction once per broadcast element.
+Everything else fuses into the kernel that reads it: elementwise chains into their consumer, and a reduce together with
+the elementwise ops before and after it. An elementwise value read by several kernels is recomputed in each; the cost
+is bounded by the ops between realized buffers, never by a reduction.
+
+Each kernel is SINK(END(STORE(INDEX(PARAM 0, flat index), value), ranges...)): one RANGE per output axis, movement ops
+turned into index arithmetic (RESHAPE by flatten/unflatten, PERMUTE, FLIP, SHRINK by an offset, PAD by a validity gate,
+EXPAND by index 0), and each REDUCE over RANGEs of its own. Buffers are PARAMs numbered per kernel, so two kernels
+doing the same work on other buffers are the same UOp and compile once."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from tinyspec.dtype import DType
+from tinyspec.uop.ops import AxisType, GroupOp, Ops
+from tinyspec.uop.properties import vec_values
+from tinyspec.uop.rewrite import graph_rewrite
+from tinyspec.uop.spec import verify_between_stages
+from tinyspec.uop.symbolic import sym
+from tinyspec.uop.uop import UOp
+
+
+@dataclass(frozen=True)
+class ScheduleItem:
+  """One step of a schedule: a kernel `ast` (a SINK over PARAMs 0..n-1) run on schedule buffers `bufs` (PARAM k is
+  bufs[k], outputs first), or a COPY (`ast` the COPY node) from bufs[1] to bufs[0]."""
+  ast: UOp
+  bufs: tuple[int, ...]
+
+@dataclass
+class Schedule:
+  """What rangeify makes of a function: buffers 0..n_args-1 are its arguments, the rest are `buffers` (size, dtype, device)
+  for outputs and intermediates; `outputs` says which buffer holds each value of the TUPLE."""
+  n_args: int
+  items: list[ScheduleItem] = field(default_factory=list)
+  buffers: list[tuple[int, DType, str]] = field(default_factory=list)
+  outputs: tuple[int, ...] = ()
+
+
+def _expands(u: UOp) -> bool: return any(a == 1 and b != 1 for a, b in zip(u.src[0].shape, u.shape))
+
+def find_realized(body: UOp) -> set[UOp]:
+  """The nodes of the TUPLE `body` that get their own buffer (see the module docstring)."""
+  realized = {v for v in body.src if v.op is not Ops.PARAM}
+  for u in body.toposort():
+    if u.op is Ops.CONTIGUOUS: realized.add(u)
+    if u.op is Ops.COPY: realized.update((u, u.src[0]))
+  # walk users before sources, carrying "read through a broadcast": a REDUCE reached that way gets a buffer
+  users_first = body.toposort()[::-1]
+  broadcast: dict[UOp, bool] = {}
+  for u in users_first:
+    if u.op is Ops.REDUCE and broadcast.get(u, False): realized.add(u)
+    flag = (False if u in realized else broadcast.get(u, False)) or (u.op is Ops.EXPAND and _expands(u))
+    for s in u.src: broadcast[s] = broadcast.get(s, False) or flag
+  return realized
+
+
+def _strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+  out, acc = [], 1
+  for s in reversed(shape): out.append(acc); acc *= s
+  return tuple(reversed(out))
+
+def flat_index(idxs: tuple[UOp, ...], shape: tuple[int, ...]) -> UOp:
+  """The row-major offset of index tuple `idxs` in `shape`."""
+  out = UOp.const(0)
+  for i, st, s in zip(idxs, _strides(shape), shape):
+    if s != 1: out = out + i * st
+  return out
+
+def _unflatten(flat: UOp, shape: tuple[int, ...]) -> tuple[UOp, ...]:
+  return tuple(UOp.const(0) if s == 1 else (flat // st) % s for st, s in zip(_strides(shape), shape))
+
+_IDENTITY = {Ops.ADD: 0, Ops.MUL: 1}
+def reduce_identity(op: Ops, dtype: DType) -> UOp:
+  """The value a reduction starts from: 0 for ADD, 1 for MUL, the dtype's lowest for MAX."""
+  return UOp.const(_IDENTITY[op] if op in _IDENTITY else dtype.min, dtype)
+
+_ZERO = UOp.const(0)
+
+
+class _KernelBuilder:
+  """Builds one kernel: lowers a tensor-graph value at an index tuple to a scalar expression over RANGEs."""
+  def __init__(self, realized: set[UOp], buffer_of: dict[UOp, int]):
+    self.realized, self.buffer_of = realized, buffer_of
+    self.params: dict[int, UOp] = {}   # schedule buffer id -> this kernel's PARAM
+    self.ranges: list[UOp] = []
+    self.memo: dict[tuple, UOp] = {}
+
+  def param(self, buf_id: int, size: int, dtype: DType) -> UOp:
+    if buf_id not in self.params: self.params[buf_id] = UOp(Ops.PARAM, (UOp.vec((size,)),), (len(self.params), dtype))
+    return self.params[buf_id]
+
+  def new_range(self, size: int, axis_type: AxisType) -> UOp:
+    if size == 1: return _ZERO
+    self.ranges.append(r := UOp.range(size, len(self.ranges), axis_type))
+    return r
+
+  def load(self, u: UOp, idxs: tuple[UOp, ...], valid: UOp | None) -> UOp:
+    p = self.param(self.buffer_of[u], math.prod(u.shape), u.dtype)
+    idx = p.index(flat_index(idxs, u.shape))
+    if valid is None: return UOp(Ops.LOAD, (idx,))
+    return UOp(Ops.LOAD, (idx, UOp.const(0, u.dtype), valid))
+
+  def lower(self, u: UOp, idxs: tuple[UOp, ...], valid: UOp | None = None, root: bool = False) -> UOp:
+    key = (u, idxs, valid)
+    if (done := self.memo.get(key)) is not None: return done
+    out = self.memo[key] = self._lower(u, idxs, valid, root)
+    return out
+
+  def _lower(self, u: UOp, idxs: tuple[UOp, ...], valid: UOp | None, root: bool) -> UOp:
+    op = u.op
+    if not root and (u in self.realized or op is Ops.PARAM): return self.load(u, idxs, valid)
+    if op is Ops.CONST: return u
+    if op in GroupOp.Elementwise or op is Ops.BITCAST:  # right-aligned broadcasting: a lower-rank source reads the last axes
+      return u.replace(src=tuple(self.lower(s, tuple(_ZERO if d == 1 else i for i, d in zip(idxs[len(idxs) - s.ndim:], s.shape)), valid)
+                                 for s in u.src))
+    if op in GroupOp.Marker: return self.lower(u.src[0], idxs, valid)
+    src = u.src[0]
+    if op is Ops.RESHAPE: return self.lower(src, _unflatten(flat_index(idxs, u.shape), src.shape), valid)
+    if op is Ops.EXPAND: return self.lower(src, tuple(_ZERO if s == 1 else i for i, s in zip(idxs, src.shape)), valid)
+    if op is Ops.PERMUTE: return self.lower(src, tuple(idxs[u.arg.index(d)] for d in range(src.ndim)), valid)
+    if op is Ops.FLIP: return self.lower(src, tuple(s - 1 - i if f else i for i, s, f in zip(idxs, u.shape, u.arg)), valid)
+    if op is Ops.SHRINK: return self.lower(src, tuple(i + o if o else i for i, o in zip(idxs, vec_values(u.src[1]))), valid)
+    if op is Ops.PAD:  # inside the source's window read it, outside the value is 0
+      inside, offs = None, vec_values(u.src[1])
+      for i, o, s, n in zip(idxs, offs, src.shape, u.shape):
+        for c in ([(i < o).ne(True)] if o else []) + ([i < o + s] if o + s < n else []): inside = c if inside is None else inside & c
+      if inside is None: return self.lower(src, idxs, valid)
+      val = self.lower(src, tuple(i - o if o else i for i, o in zip(idxs, offs)), inside if valid is None else valid & inside)
+      return inside.where(val, UOp.const(0, u.dtype))
+    if op is Ops.REDUCE:
+      rop, axes = u.arg
+      src_idxs = tuple(self.new_range(src.shape[d], AxisType.REDUCE) if d in axes else i for d, i in enumerate(idxs))
+      ranges = tuple(src_idxs[d] for d in axes if src_idxs[d].op is Ops.RANGE)
+      val = self.lower(src, src_idxs, valid)
+      return UOp(Ops.REDUCE, (val, *ranges), (rop, ())) if ranges else val
+    raise NotImplementedError(f"rangeify: {op.name} in a tensor graph (shape {u.shape}, dtype {u.dtype})")
+
+  def kernel(self, u: UOp, out_id: int) -> ScheduleItem:
+    out = self.param(out_id, math.prod(u.shape), u.dtype)
+    idxs = tuple(self.new_range(s, AxisType.LOOP) for s in u.shape)
+    out_ranges = [r for r in idxs if r.op is Ops.RANGE]
+    val = self.lower(u.src[0] if u.op is Ops.CONTIGUOUS else u, idxs, root=True)
+    store = UOp(Ops.STORE, (out.index(flat_index(idxs, u.shape)), val))
+    ast = UOp.sink(UOp(Ops.END, (store, *reversed(out_ranges))) if out_ranges else store)
+    ast = graph_rewrite(ast, sym)
+    verify_between_stages(ast, "kernel")
+    return ScheduleItem(ast, tuple(self.params))
+
+
+def rangeify(fn: UOp) -> Schedule:
+  """Split the FUNCTION made by callify into kernels (and copies), in an order that respects their dependencies."""
+  body, args = fn.src[0], fn.src[1:]
+  sched = Schedule(n_args=len(args))
+  buffer_of: dict[UOp, int] = {}
+  for u in body.toposort():
+    if u.op is Ops.PARAM and isinstance(u.arg[0], int): buffer_of[u] = u.arg[0]
+  realized = find_realized(body)
+  for u in body.toposort():
+    if u not in realized: continue
+    if u.shape and not all(isinstance(s, int) for s in u.shape): raise NotImplementedError(f"rangeify: symbolic shape {u.shape}")
+    dev = u.device if isinstance(u.device, str) else None
+    buffer_of[u] = len(args) + len(sched.buffers)
+    sched.buffers.append((math.prod(u.shape), u.dtype, dev))
+    if u.op is Ops.COPY: sched.items.append(ScheduleItem(u, (buffer_of[u], buffer_of[u.src[0]])))
+    else: sched.items.append(_KernelBuilder(realized, buffer_of).kernel(u, buffer_of[u]))
+  sched.outputs = tuple(buffer_of[v] for v in body.src)
+  return sched

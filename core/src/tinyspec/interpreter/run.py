@@ -1,0 +1,187 @@
+"""Runs a LINEAR program with numpy, vectorised: each RANGE and SPECIAL owns one axis of an iteration space, and every
+value is an array over the axes it depends on (size 1 on the others), so a whole loop nest runs as a few numpy calls.
+
+A loop runs vectorised unless its iterations depend on each other: a STORE to memory whose address does not move with
+the loop, a register written without being an accumulation, a buffer both read and written inside. Those loops run one
+iteration at a time. An accumulation `acc = acc <op> x` inside vectorised loops reduces x over the loops' axes at once.
+GPU-style programs run in lockstep over SPECIAL gidx/lidx axes: LOCAL memory is one array per workgroup, and a BARRIER
+needs no action because every lane finishes each instruction before the next begins."""
+from __future__ import annotations
+
+import numpy as np
+
+from tinyspec.dtype import AddrSpace
+from tinyspec.interpreter.alu import np_dtype, run_alu
+from tinyspec.uop.ops import GroupOp, Ops
+from tinyspec.uop.uop import UOp
+
+_REDUCE_UFUNC = {Ops.ADD: np.add, Ops.MUL: np.multiply, Ops.MAX: np.maximum}
+_NOTHING = (Ops.END, Ops.ENDIF, Ops.BARRIER, Ops.GROUP, Ops.SINK)
+
+
+def _base(u: UOp) -> UOp:
+  """The buffer an INDEX/AFTER chain addresses."""
+  while u.op in (Ops.AFTER, Ops.INDEX): u = u.src[0]
+  return u
+
+def _accumulation(st: UOp) -> tuple[Ops, UOp] | None:
+  """(op, x) if STORE st writes `load(same place) <op> x`."""
+  val = st.src[1]
+  if val.op not in _REDUCE_UFUNC: return None
+  for a, b in (val.src, val.src[::-1]):
+    if a.op is Ops.LOAD and a.src[0] is st.src[0]: return val.op, b
+  return None
+
+
+class _Global:
+  def __init__(self, arr: np.ndarray, what: str): self.arr, self.what = arr, what
+  def _check(self, addr: np.ndarray):
+    if addr.size and (addr.min() < 0 or addr.max() >= self.arr.size):
+      raise IndexError(f"{self.what}: index {int(addr.min()) if addr.min() < 0 else int(addr.max())} out of bounds for {self.arr.size} elements")
+  def load(self, addr, gate):
+    if gate is not None: addr = np.where(gate, addr, 0)
+    self._check(addr)
+    return self.arr[addr]
+  def store(self, addr, val, gate):
+    addr, val = np.broadcast_arrays(addr, val)
+    if gate is not None: gate = np.broadcast_to(gate, addr.shape); addr, val = addr[gate], val[gate]
+    self._check(addr)
+    self.arr[addr] = val
+
+class _Local(_Global):
+  """Workgroup memory: one row per workgroup (the gidx axes), shared by its lanes (the lidx axes)."""
+  def __init__(self, size: int, dtype, group_axes: dict[int, int], ndim: int, what: str):
+    shape = tuple(group_axes.get(k, 1) for k in range(ndim))
+    self.arr, self.what = np.zeros(shape + (size,), dtype), what
+    self.group = tuple(np.arange(n).reshape((1,) * k + (n,) + (1,) * (ndim - k - 1)) if n > 1 else 0 for k, n in enumerate(shape))
+  def _at(self, addr): return self.group + (addr,)
+  def load(self, addr, gate):
+    if gate is not None: addr = np.where(gate, addr, 0)
+    if addr.size and (addr.min() < 0 or addr.max() >= self.arr.shape[-1]): raise IndexError(f"{self.what}: local index out of bounds")
+    return self.arr[self._at(addr)]
+  def store(self, addr, val, gate):
+    at = np.broadcast_arrays(*self._at(addr), val)
+    val, at = at[-1], at[:-1]
+    if gate is not None:
+      gate = np.broadcast_to(gate, val.shape); at, val = tuple(a[gate] for a in at), val[gate]
+    self.arr[at] = val
+
+class _Registers:
+  """A REG buffer: each element an array over the lanes it was first written in."""
+  def __init__(self, size: int): self.vals: list = [None] * size; self.lanes: frozenset[int] | None = None
+  @staticmethod
+  def _slot(addr) -> int:
+    if addr.size and (addr.min() != addr.max()): raise ValueError("a register index must not vary across lanes")
+    return int(addr.reshape(-1)[0])
+  def load(self, addr, gate): return self.vals[self._slot(addr)]
+
+
+class Interpreter:
+  """A LINEAR program prepared to run: `interp(bufs, vals)` runs it on typed 1-D numpy arrays, one per buffer PARAM."""
+  def __init__(self, linear: UOp, name: str = "kernel"):
+    self.name, self.prog = name, linear.src
+    self.axis = {u: k for k, u in enumerate(u for u in self.prog if u.op in (Ops.RANGE, Ops.SPECIAL))}
+    self.ndim = len(self.axis)
+    self.closing: dict[int, int] = {}
+    pos = {u: i for i, u in enumerate(self.prog)}
+    for i, u in enumerate(self.prog):
+      if u.op is Ops.END: self.closing[pos[u.src[1]]] = i
+      if u.op is Ops.ENDIF: self.closing[pos[u.src[0]]] = i
+    self.accum = {st: a for st in self.prog if st.op is Ops.STORE and (a := _accumulation(st)) is not None}
+    first_write: dict[UOp, int] = {}
+    for i, u in enumerate(self.prog):
+      if u.op is Ops.STORE: first_write.setdefault(_base(u.src[0]), i)
+    self.sequential = {i for i, u in enumerate(self.prog) if u.op is Ops.RANGE and self._dependent(i, first_write)}
+
+  def _dependent(self, i: int, first_write: dict[UOp, int]) -> bool:
+    """Whether the iterations of the RANGE at position i depend on each other (see the module docstring)."""
+    rng, body = self.prog[i], self.prog[i + 1:self.closing[i]]
+    stored = {_base(u.src[0]) for u in body if u.op is Ops.STORE}
+    for u in body:
+      if u.op is Ops.LOAD and (b := _base(u.src[0])).op is Ops.PARAM and b in stored: return True
+      if u.op is not Ops.STORE: continue
+      base = _base(u.src[0])
+      if base.op is Ops.BUFFER and base.arg[3] is AddrSpace.REG:
+        if u not in self.accum and first_write[base] < i: return True
+      elif rng not in u.src[0].toposort(): return True
+    return False
+
+  def _lane(self, u: UOp, values: np.ndarray) -> np.ndarray:
+    k = self.axis[u]
+    return values.reshape((1,) * k + (-1,) + (1,) * (self.ndim - k - 1))
+
+  def __call__(self, bufs: list[np.ndarray], vals: dict[str, int] | None = None) -> None:
+    self.env: dict[UOp, object] = {}
+    self.bufs, self.vals, self.open_axes = bufs, vals or {}, []
+    self._run(0, len(self.prog), None)
+    del self.env
+
+  def _scalar(self, u: UOp) -> int: return int(np.asarray(self.env[u]).reshape(-1)[0])
+
+  def _run(self, lo: int, hi: int, mask):
+    env, prog, i = self.env, self.prog, lo
+    while i < hi:
+      u = prog[i]
+      op = u.op
+      if op is Ops.RANGE:
+        end, n = self.closing[i], self._scalar(u.src[0])
+        if i in self.sequential:
+          for v in range(n): env[u] = np.full((1,) * self.ndim, v, np.int64); self._run(i + 1, end, mask)
+        else:
+          env[u] = self._lane(u, np.arange(n)); self.open_axes.append(self.axis[u])
+          self._run(i + 1, end, mask)
+          self.open_axes.pop()
+        i = end + 1; continue
+      if op is Ops.IF:
+        gate = env[u.src[0]]
+        self._run(i + 1, self.closing[i], gate if mask is None else mask & gate)
+        i = self.closing[i] + 1; continue
+      if op is Ops.CONST: env[u] = np.full((1,) * self.ndim, u.arg[0], np_dtype(u.dtype))
+      elif op is Ops.SPECIAL: env[u] = self._lane(u, np.arange(self._scalar(u.src[0])))
+      elif op is Ops.PARAM:
+        if isinstance(u.arg[0], str): env[u] = np.full((1,) * self.ndim, self.vals[u.arg[0]], np.int64)
+        else: env[u] = _Global(self.bufs[u.arg[0]], f"{self.name}: buffer {u.arg[0]}")
+      elif op is Ops.BUFFER:
+        size = u.shape[0] if u.shape else 1
+        if u.arg[3] is AddrSpace.REG: env[u] = _Registers(size)
+        else:
+          groups = {self.axis[s]: self._scalar(s.src[0]) for s in self.axis if s.op is Ops.SPECIAL and s.arg.startswith("g")}
+          env[u] = _Local(size, np_dtype(u.dtype), groups, self.ndim, f"{self.name}: local buffer {u.arg[0]}")
+      elif op is Ops.INDEX: env[u] = (env[_base(u)], env[u.src[1]])
+      elif op is Ops.AFTER: env[u] = env[u.src[0]]
+      elif op is Ops.LOAD: env[u] = self._load(u, mask)
+      elif op is Ops.STORE: self._store(u, mask)
+      elif op is Ops.STACK or op in _NOTHING: pass
+      elif op in GroupOp.Elementwise or op is Ops.BITCAST: env[u] = run_alu(op, u.dtype, *(env[s] for s in u.src))
+      else: raise NotImplementedError(f"{self.name}: the PYTHON device cannot run {op.name}")
+      i += 1
+
+  def _load(self, u: UOp, mask):
+    mem, addr = self.env[u.src[0]]
+    gate = self.env[u.src[2]] if len(u.src) == 3 else None
+    if mask is not None: gate = mask if gate is None else gate & mask
+    val = mem.load(addr, gate)
+    return val if len(u.src) < 3 else np.where(gate, val, self.env[u.src[1]])
+
+  def _store(self, u: UOp, mask):
+    mem, addr = self.env[u.src[0]]
+    gate = self.env[u.src[2]] if len(u.src) == 3 else None
+    if mask is not None: gate = mask if gate is None else gate & mask
+    if not isinstance(mem, _Registers): return mem.store(addr, self.env[u.src[1]], gate)
+    slot = mem._slot(addr)
+    if mem.lanes is None: mem.lanes = frozenset(self.open_axes) | {k for s, k in self.axis.items() if s.op is Ops.SPECIAL}
+    if (acc := self.accum.get(u)) is not None and mem.vals[slot] is not None:
+      rop, x = acc
+      x = self.env[x]
+      ufunc = _REDUCE_UFUNC[rop]
+      if gate is not None: x = np.where(gate, x, ufunc.identity if rop is not Ops.MAX else _lowest(x.dtype))
+      axes = tuple(k for k in range(self.ndim) if x.shape[k] > 1 and k not in mem.lanes)
+      if axes: x = ufunc.reduce(x, axis=axes, keepdims=True)
+      mem.vals[slot] = ufunc(mem.vals[slot], x).astype(x.dtype, copy=False)
+    else:
+      val = self.env[u.src[1]]
+      mem.vals[slot] = val if gate is None or mem.vals[slot] is None else np.where(gate, val, mem.vals[slot])
+
+def _lowest(dt: np.dtype):
+  if dt == np.bool_: return False
+  return -np.inf if np.issubdtype(dt, np.floating) else np.iinfo(dt).min

@@ -1,0 +1,69 @@
+"""What a device's code generator declares and does: the `Renderer` base every plugin's renderer subclasses.
+
+The pipeline reads a renderer's class attributes to decide what to build (which ops to decompose, how big a workgroup may
+be, whether shared memory or tensor cores exist), then hands the finished LINEAR program to `render` for source text.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from tinyspec.dtype import ALL, DType, dtypes
+from tinyspec.uop.ops import GroupOp, Ops
+from tinyspec.uop.uop import UOp
+
+_STORABLE = frozenset(ALL) - {dtypes.index, dtypes.void}
+
+class Renderer:
+  """Turns a linearized kernel into source code for one device. Subclasses set the class attributes and implement `render`.
+
+      class MyRenderer(Renderer):
+        device = "MYDEV"
+        native = frozenset({Ops.EXP2, Ops.SQRT})    # rendered directly, not decomposed into primitives
+        has_local, has_shared, local_max, shared_max = True, True, (256, 256, 64), 48 * 1024
+        def render(self, name, linear): ...
+
+  The defaults describe a plain sequential target: no workgroups, no shared memory, no tensor cores, every storable dtype.
+  A renderer must be cheap to build and import nothing heavy; it may be created where its device is unavailable, so that
+  kernels can still be rendered (and checked) on any machine."""
+  device: str = ""
+  """The device whose code this renders, e.g. "CUDA"."""
+  native: frozenset[Ops] = frozenset()
+  """Ops of `GroupOp.Decomposed` (EXP2, SIN, SQRT, DIV ...) this renderer emits directly; the others are rewritten into
+  primitives before rendering. The primitives of `GroupOp.ALU` are always supported."""
+  has_local: bool = False
+  """Whether kernels run as a grid of workgroups with local (per-workgroup) indices, so LOCAL axes can be used."""
+  has_shared: bool = False
+  """Whether workgroup-shared memory (AddrSpace.LOCAL buffers) exists."""
+  global_max: tuple[int, ...] | None = None
+  """The largest grid size per dimension, or None when the grid is unbounded or there is none."""
+  local_max: tuple[int, ...] | None = None
+  """The largest workgroup size per dimension, or None when `has_local` is False."""
+  shared_max: int = 0
+  """Bytes of shared memory one workgroup may use."""
+  max_upcast: int = 32
+  """The largest product of UPCAST and UNROLL axis sizes the optimizer may give one kernel (bounds register pressure)."""
+  tensor_cores: tuple[Any, ...] = ()
+  """The matrix instructions this device has, one entry per shape and dtype combination; empty when there are none."""
+  dtypes: frozenset[DType] = _STORABLE
+  """Scalar dtypes this renderer can load, store and compute in; kernels using others are refused before rendering."""
+
+  def __init_subclass__(cls, **kwargs):
+    super().__init_subclass__(**kwargs)
+    # a bad table would otherwise surface much later, deep in the pipeline and far from the plugin that wrote it
+    if not isinstance(cls.native, frozenset) or not cls.native <= GroupOp.Decomposed:
+      bad = sorted(o.name for o in cls.native - GroupOp.Decomposed) if isinstance(cls.native, frozenset) else cls.native
+      raise TypeError(f"{cls.__name__}.native must be a frozenset of GroupOp.Decomposed ops, got {bad!r} outside it")
+    if not isinstance(cls.dtypes, frozenset) or not all(isinstance(d, DType) and d.count == 1 for d in cls.dtypes):
+      raise TypeError(f"{cls.__name__}.dtypes must be a frozenset of scalar DTypes, got {cls.dtypes!r}")
+    if cls.local_max is not None and not cls.has_local: raise TypeError(f"{cls.__name__} sets local_max but has_local is False")
+
+  def supports(self, op: Ops) -> bool:
+    """Whether `op` can reach `render` as it is: a primitive ALU op, or a decomposed op listed in `native`."""
+    return op in GroupOp.ALU or op in self.native
+
+  def render(self, name: str, linear: UOp) -> str:
+    """The source text of one kernel called `name` (a valid identifier), from `linear`: an Ops.LINEAR UOp whose sources
+    are the kernel's instructions in execution order. Its result is what the device's `Compiler.compile` takes."""
+    raise NotImplementedError(f"{type(self).__name__} does not implement render")
+
+  def __repr__(self): return f"<{type(self).__name__} for {self.device or '?'}>"
