@@ -1,0 +1,132 @@
+"""The lowering pipeline on tensor graphs built from UOps: kernel split, kernel names, schedule cache, memory plan, DEBUG."""
+import numpy as np
+import pytest
+from tinyspec import Ops, UOp, dtypes
+from tinyspec.engine import realize as R
+from tinyspec.engine.callify import callify
+from tinyspec.engine.memplan import memory_plan
+from tinyspec.engine.rangeify import find_realized, rangeify
+from tinyspec.uop.ops import AxisType
+
+rng = np.random.default_rng(0)
+
+def buf(arr): return R.from_numpy(np.asarray(arr), dtypes.from_np(np.asarray(arr).dtype), "PYTHON")
+def run(u: UOp) -> np.ndarray: return R.to_numpy(R.realize(u)[0])
+def n_kernels(*us: UOp) -> int: return len(rangeify(callify(*us)).items)
+def bcast(u: UOp, shape) -> UOp: return u.reshape(u.shape + (1,) * (len(shape) - u.ndim)).expand(shape)
+
+def softmax_graph(x: UOp) -> UOp:
+  m = bcast(x.reduce(Ops.MAX, (1,)).reshape((x.shape[0],)), x.shape)
+  e = UOp(Ops.EXP2, (x + m * -1.0,))
+  return e * bcast(UOp(Ops.RECIP, (e.reduce(Ops.ADD, (1,)),)).reshape((x.shape[0],)), x.shape)
+
+def test_fused_reduce_is_one_kernel():
+  a, b, c = (buf(rng.standard_normal(100, dtype=np.float32)) for _ in range(3))
+  out = ((a + b) * c).reduce(Ops.ADD, (0,))
+  assert n_kernels(out) == 1
+  an, bn, cn = (R.to_numpy(x) for x in (a, b, c))
+  np.testing.assert_allclose(run(out), [((an + bn) * cn).sum()], rtol=1e-5)
+
+def test_softmax_is_three_kernels():
+  xn = rng.standard_normal((4, 8), dtype=np.float32)
+  out = softmax_graph(buf(xn))
+  assert n_kernels(out) == 3  # max, sum of exp, divide: both reductions are read through a broadcast
+  e = np.exp2(xn - xn.max(1, keepdims=True))
+  np.testing.assert_allclose(run(out), e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-6)
+
+def test_gemm_is_one_kernel():
+  an, bn = rng.standard_normal((5, 7), dtype=np.float32), rng.standard_normal((7, 3), dtype=np.float32)
+  a, b = buf(an), buf(bn)
+  out = (a.reshape((5, 7, 1)).expand((5, 7, 3)) * b.reshape((1, 7, 3)).expand((5, 7, 3))).reduce(Ops.ADD, (1,)).reshape((5, 3))
+  assert n_kernels(out) == 1
+  np.testing.assert_allclose(run(out), an @ bn, rtol=1e-5, atol=1e-5)
+
+def test_elementwise_after_reduce_fuses():
+  xn = rng.standard_normal((6, 5), dtype=np.float32)
+  out = (buf(xn).reduce(Ops.ADD, (1,)) * 2.0 + 1.0).maximum(0.0)
+  assert n_kernels(out) == 1
+  np.testing.assert_allclose(run(out), np.maximum(xn.sum(1, keepdims=True) * 2 + 1, 0), rtol=1e-5)
+
+def test_contiguous_ends_a_kernel():
+  xn = rng.standard_normal((3, 4), dtype=np.float32)
+  mid = UOp(Ops.CONTIGUOUS, (buf(xn) * 2.0,))
+  out = mid.permute((1, 0)) + 1.0
+  assert mid in find_realized(UOp(Ops.TUPLE, (out,)))
+  assert n_kernels(out) == 2
+  np.testing.assert_allclose(run(out), (xn * 2).T + 1)
+
+def test_movement_ops_become_index_arithmetic():
+  xn = np.arange(24, dtype=np.int32).reshape(2, 3, 4)
+  x = buf(xn)
+  out = x.permute((2, 0, 1)).flip((0,)).shrink((1, 0, 1), (2, 2, 2)).pad((0, 1, 0), (3, 4, 2)).reshape((6, 4))
+  expect = np.pad(np.flip(xn.transpose(2, 0, 1), 0)[1:3, 0:2, 1:3], ((0, 1), (1, 1), (0, 0))).reshape(6, 4)
+  assert n_kernels(out) == 1
+  np.testing.assert_array_equal(run(out), expect)
+
+def test_kernel_names_show_the_iteration_space():
+  x = buf(np.ones((16, 4), np.float32))
+  sched = rangeify(callify(x.reduce(Ops.ADD, (1,)), x * 2.0))
+  assert [R.kernel_name(it.ast) for it in sched.items] == ["r_16_4", "E_16_4"]
+
+def test_schedule_cache_reuses_compiled_kernels():
+  def graph(a, b): return ((a + b) * a).reduce(Ops.ADD, (1,))
+  data = [rng.standard_normal((4, 8), dtype=np.float32) for _ in range(4)]
+  run(graph(buf(data[0]), buf(data[1])))
+  before = dict(R.stats)
+  for x, y in ((data[2], data[3]), (data[1], data[0])):
+    out = run(graph(buf(x), buf(y)))
+    np.testing.assert_allclose(out, ((x + y) * x).sum(1, keepdims=True), rtol=1e-5)
+  assert R.stats["schedules_built"] == before["schedules_built"] and R.stats["kernels_compiled"] == before["kernels_compiled"]
+  assert R.stats["kernels_run"] == before["kernels_run"] + 2
+
+def test_same_kernel_on_other_buffers_compiles_once():
+  x = buf(rng.standard_normal(32, dtype=np.float32))
+  before = R.stats["kernels_compiled"]
+  a, b = UOp(Ops.CONTIGUOUS, (x * 3.0,)), UOp(Ops.CONTIGUOUS, (x * 3.0 + 0.5,))
+  run(a * 3.0 + b)  # two different kernels; then the same two again under another graph
+  mid = R.stats["kernels_compiled"]
+  run(b * 3.0 + a)
+  assert mid - before >= 2 and R.stats["kernels_compiled"] - mid <= 1
+
+def test_memory_plan_reuses_dead_intermediates():
+  x = buf(rng.standard_normal(64, dtype=np.float32))
+  y = x
+  for k in range(4): y = UOp(Ops.CONTIGUOUS, (y * 2.0 + float(k),))
+  sched = rangeify(callify(y))
+  home = memory_plan(sched)
+  intermediates = [b for b in range(sched.n_args, sched.n_args + len(sched.buffers)) if b not in sched.outputs]
+  assert len({home[b] for b in intermediates}) < len(intermediates)  # a chain needs two buffers at a time, not one per step
+  expect = R.to_numpy(x)
+  for k in range(4): expect = expect * 2 + k
+  np.testing.assert_allclose(run(y), expect, rtol=1e-5)
+
+def test_realize_returns_buffers_as_they_are():
+  x = buf(np.arange(3, dtype=np.int32))
+  assert R.realize(x) == (x,)
+
+def test_const_only_graph_goes_to_the_given_device():
+  u = UOp.const(2.5, dtypes.float32).reshape((1,)).expand((3,))
+  out, = R.realize(u, device="PYTHON")
+  assert out.device == "PYTHON"
+  np.testing.assert_array_equal(R.to_numpy(out), [2.5, 2.5, 2.5])
+
+@pytest.mark.parametrize("level,expect", [(1, ["r_3_4", "ms"]), (2, ["MB"]), (3, ["RANGE", "END"]), (4, ["# kernel r_3_4"]),
+                                          (5, ["--- after rangeify", "--- after expand", "--- after isel", "--- after linearize"])])
+def test_debug_levels(monkeypatch, capsys, level, expect):
+  R._kernels.clear(); R._schedules.clear()
+  monkeypatch.setenv("DEBUG", str(level))
+  run(buf(np.ones((3, 4), np.float32)).reduce(Ops.ADD, (1,)))
+  out = capsys.readouterr().out
+  for text in expect: assert text in out
+
+def test_reduce_ranges_are_typed():
+  sched = rangeify(callify(buf(np.ones((3, 4), np.float32)).reduce(Ops.MAX, (0,))))
+  kinds = sorted(r.arg[1].name for r in sched.items[0].ast.toposort() if r.op is Ops.RANGE)
+  assert kinds == [AxisType.LOOP.name, AxisType.REDUCE.name]
+
+@pytest.mark.parametrize("np_dt", [np.int32, np.int8, np.uint16, np.float16, np.bool_])
+def test_dtypes_round_trip_through_a_kernel(np_dt):
+  xn = (rng.integers(0, 50, (3, 5)) % (2 if np_dt is np.bool_ else 50)).astype(np_dt)
+  x = buf(xn)
+  out = x.permute((1, 0)).flip((1,))
+  np.testing.assert_array_equal(run(out), np.flip(xn.T, 1))
