@@ -130,3 +130,13 @@ def test_dtypes_round_trip_through_a_kernel(np_dt):
   x = buf(xn)
   out = x.permute((1, 0)).flip((1,))
   np.testing.assert_array_equal(run(out), np.flip(xn.T, 1))
+
+def test_reduce_read_by_two_kernels_is_computed_once():
+  xn = rng.standard_normal((4, 6), dtype=np.float32)
+  s = buf(xn).reduce(Ops.ADD, (1,))
+  a, b = s * 2.0, s + 1.0
+  assert s in find_realized(UOp(Ops.TUPLE, (a, b)))
+  assert n_kernels(a, b) == 3
+  out = R.realize(a, b)
+  np.testing.assert_allclose(R.to_numpy(out[0]), xn.sum(1, keepdims=True) * 2, rtol=1e-5)
+  np.testing.assert_allclose(R.to_numpy(out[1]), xn.sum(1, keepdims=True) + 1, rtol=1e-5)

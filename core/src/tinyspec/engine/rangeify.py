@@ -3,7 +3,7 @@
 Which nodes get a buffer of their own (and so end a kernel):
   - the function's results, CONTIGUOUS, and both sides of a COPY;
   - a REDUCE read through an EXPAND that really broadcasts (softmax's max and sum): computing it inside its reader
-    would redo the whole reduction once per broadcast element.
+    would redo the whole reduction once per broadcast element; and a REDUCE read by two or more kernels.
 Everything else fuses into the kernel that reads it: elementwise chains into their consumer, and a reduce together with
 the elementwise ops before and after it. An elementwise value read by several kernels is recomputed in each; the cost
 is bounded by the ops between realized buffers, never by a reduction.
@@ -51,13 +51,14 @@ def find_realized(body: UOp) -> set[UOp]:
   for u in body.toposort():
     if u.op is Ops.CONTIGUOUS: realized.add(u)
     if u.op is Ops.COPY: realized.update((u, u.src[0]))
-  # walk users before sources, carrying "read through a broadcast": a REDUCE reached that way gets a buffer
-  users_first = body.toposort()[::-1]
+  # users before sources, carrying which kernels read each node and whether through a broadcast
+  readers: dict[UOp, frozenset[UOp]] = {}
   broadcast: dict[UOp, bool] = {}
-  for u in users_first:
-    if u.op is Ops.REDUCE and broadcast.get(u, False): realized.add(u)
-    flag = (False if u in realized else broadcast.get(u, False)) or (u.op is Ops.EXPAND and _expands(u))
-    for s in u.src: broadcast[s] = broadcast.get(s, False) or flag
+  for u in body.toposort()[::-1]:
+    if u.op is Ops.REDUCE and (broadcast.get(u, False) or len(readers.get(u, ())) > 1): realized.add(u)
+    mine, flag = (frozenset((u,)), False) if u in realized else (readers.get(u, frozenset()), broadcast.get(u, False))
+    flag = flag or (u.op is Ops.EXPAND and _expands(u))
+    for s in u.src: readers[s], broadcast[s] = readers.get(s, frozenset()) | mine, broadcast.get(s, False) or flag
   return realized
 
 
