@@ -16,12 +16,11 @@ a, b, c = UPat.var("a"), UPat.var("b"), UPat.var("c")
 HALF, FLOAT = (dtypes.float16, dtypes.bfloat16), tuple(T.FORMATS)
 
 def _u(op: Ops, *src: UOp) -> UOp: return UOp(op, src)
+def _widen(u: UOp) -> UOp: return UOp(u.op, tuple(s.cast(dtypes.float32) for s in u.src)).cast(u.dtype)
 
 # 16-bit floats compute in float32: their results round to 11 or 8 bits, which float32 arithmetic covers with room to spare
 pm_widen_half = PatternMatcher([
-  (UPat((Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT), HALF, (a,), name="u"),
-   lambda u, a: _u(u.op, a.cast(dtypes.float32)).cast(a.dtype)),                                   # f(x) -> cast(f(float(x)))
-  (UPat(Ops.POW, HALF, (a, b)), lambda a, b: _u(Ops.POW, a.cast(dtypes.float32), b.cast(dtypes.float32)).cast(a.dtype)),  # likewise
+  (UPat(op, HALF, name="u"), _widen) for op in (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.POW)      # f(x) -> half(f(float32(x)))
 ])
 
 # the rows of seed 001's table; each result may hold other decomposed ops, which are rewritten in turn unless native
@@ -41,9 +40,9 @@ pm_decompose = PatternMatcher([
 
 # range reduction and a power series (see transcendental.py); float32 and float64, after pm_widen_half took the 16-bit floats
 pm_transcendental = PatternMatcher([
-  (UPat(Ops.EXP2, FLOAT, (a,)), lambda a: T.exp2(a)),                                                        # 2**a -> 2**n * poly(r)
-  (UPat(Ops.LOG2, FLOAT, (a,)), lambda a: T.log2(a)),                                                        # log2(a) -> e + s * poly(s*s)
-  (UPat(Ops.SIN, FLOAT, (a,)), lambda a: T.sin(a)),                                                          # sin(a) -> ±r * poly(r*r)
+  (UPat(Ops.EXP2, FLOAT, (a,)), lambda a: T.exp2(a)),                                                # 2**a -> 2**n * poly(r)
+  (UPat(Ops.LOG2, FLOAT, (a,)), lambda a: T.log2(a)),                                                # log2(a) -> e + s * poly(s*s)
+  (UPat(Ops.SIN, FLOAT, (a,)), lambda a: T.sin(a)),                                                  # sin(a) -> ±r * poly(r*r)
 ])
 
 _ROTATIONS = (13, 15, 26, 6, 17, 29, 16, 24)

@@ -27,9 +27,9 @@ def poly(v: UOp, coeffs: list[float]) -> UOp:
   for c in reversed(coeffs[:-1]): acc = acc * v + c
   return acc
 
+def _c(v, dt: DType) -> UOp: return UOp.const(v, dt)
 def _trunc(x: UOp) -> UOp: return UOp(Ops.TRUNC, (x,))
 def _round(x: UOp) -> UOp: return _trunc(x + (x < 0).where(_c(-0.5, x.dtype), _c(0.5, x.dtype)))  # ties away from zero: fine for every caller
-def _c(v, dt: DType) -> UOp: return UOp.const(v, dt)
 
 # ---- exp2 ----
 
@@ -41,7 +41,7 @@ def _pow2(n: UOp, dt: DType) -> UOp:
 def exp2(x: UOp) -> UOp:
   """2**x as 2**n * 2**r with n = round(x) and |r| <= 1/2, 2**r by the series of exp(r ln 2)."""
   dt, (it, mant, bias) = x.dtype, FORMATS[x.dtype]
-  lim = bias + mant + 2  # 2**x is inf above lim and rounds to 0 below -lim; lim/2 stays in the normal exponent range
+  lim = bias + mant + 2  # past +-lim 2**x is inf or rounds to 0; and lim/2 stays in the normal exponent range
   xc = (x < -lim).where(-lim, (x > lim).where(lim, x))  # nan compares false and stays
   n = _round(xc)
   p = poly(xc - n, series(lambda k: math.log(2) ** k / math.factorial(k), 0.5, mant + 2))
@@ -80,19 +80,19 @@ def _pi_fixed(bits: int) -> int:
     return total
   return (16 * atan_inv(5) - 4 * atan_inv(239)) >> 20
 
-_PI_BITS = 320
+INV_PI_BITS = 1152  # past the last bit the largest float64 exponent reads (word 34)
+_PI_BITS = INV_PI_BITS + 64
 _PI = _pi_fixed(_PI_BITS)
-INV_PI_BITS = 224
-INV_PI = (1 << (INV_PI_BITS + _PI_BITS)) // _PI  # floor(2**224 / pi): pi's error is far below this one's last bit
+INV_PI = (1 << (INV_PI_BITS + _PI_BITS)) // _PI  # floor(2**1152 / pi): pi's error is far below this one's last bit
 
 def _sin_poly(r: UOp) -> UOp:
   """sin(r) for |r| <= pi/2 by its Taylor series."""
   mant = FORMATS[r.dtype][1]
   return r * poly(r * r, series(lambda k: (-1) ** k / math.factorial(2 * k + 1), (math.pi / 2) ** 2, mant + 2))
 
-def _inv_pi_word(i: int) -> int:
-  """Bits 32i+1 .. 32i+32 after the binary point of 1/pi (0 for i < 0: 1/pi has no bits before the point)."""
-  return (INV_PI >> (INV_PI_BITS - 32 * (i + 1))) & 0xFFFFFFFF if i >= 0 else 0
+def _inv_pi_bits(j: int, nbits: int) -> int:
+  """The nbits bits of 1/pi that end at bit 32j + 32 after the binary point (zeros before the point: 1/pi < 1)."""
+  return (INV_PI >> (INV_PI_BITS - 32 * (j + 1))) & ((1 << nbits) - 1)
 
 def _select(q: UOp, table: dict[int, int], dt: DType) -> UOp:
   """table[q] for q among the table's keys, as a chain of WHEREs (the last key is the default)."""
@@ -101,51 +101,68 @@ def _select(q: UOp, table: dict[int, int], dt: DType) -> UOp:
   for k in reversed(rest): out = q.ne(k).where(out, _c(table[k], dt))
   return out
 
-def _sin_f32(x: UOp) -> UOp:
-  """float32 sin with an exact argument reduction (Payne-Hanek): x/pi mod 2 computed from x's integer mantissa and the
-  bits of 1/pi that matter at x's exponent, in uint64 fixed point with 63 fraction bits. Exact for every finite float32."""
-  bits = x.bitcast(dtypes.uint32)
-  abits = bits & 0x7FFFFFFF
-  a = abits.bitcast(dtypes.float32)
-  # |x| = M * 2**E with M the 24-bit integer mantissa; t = M * 2**E / pi mod 2 needs the bits of 1/pi from just above
-  # the point where 2**E / pi's bits start to count mod 2, to 63 bits below it: G = floor(2**s / pi) mod 2**64, s = E + 63
-  mant = ((bits & 0x7FFFFF) | 0x800000).cast(dtypes.uint64)
-  s = (abits >> 23).cast(dtypes.int32) + (63 - 127 - 23)
-  q, o = s >> 5, (s & 31).cast(dtypes.uint64)  # s = 32q + o; q is 1..5 for 1.5 <= |x| and every larger float32
-  word = {k: _select(q, {qq: _inv_pi_word(qq + k) for qq in range(1, 6)}, dtypes.uint64) for k in (-2, -1, 0)}
-  g = (word[-2] << (o + 32)) | (word[-1] << o) | (word[0] >> (32 - o))
-  t = mant * g + (1 << 62)  # t * 2**63 mod 2**64 (uint64 wraps), plus a half so the top bit is round(t)'s parity
-  odd = (t >> 63).ne(0)
-  frac = ((t & ((1 << 63) - 1)).cast(dtypes.int64) - (1 << 62)).cast(dtypes.float32)  # t - round(t) in [-1/2, 1/2), times 2**63
-  small = a < 1.5  # below pi/2 the reduction is the identity, and keeps full relative precision for tiny x
-  r = small.where(a, frac * (math.pi * 2.0 ** -63))
-  flip = (bits >> 31).ne(0) ^ (small.where(False, odd))  # sin(-x) = -sin(x); sin(r + n pi) = (-1)**n sin(r)
-  y = _sin_poly(r)
-  return (a < math.inf).where(flip.where(-y, y), math.nan)
+def _mulhi(m: UOp, g: UOp) -> UOp:
+  """floor(m * g / 2**64) for uint64 m and g, from four 32x32-bit products that uint64 holds exactly."""
+  m1, m0, g1, g0 = m >> 32, m & 0xFFFFFFFF, g >> 32, g & 0xFFFFFFFF
+  mid1, mid0 = m1 * g0, m0 * g1
+  carry = ((mid1 & 0xFFFFFFFF) + (mid0 & 0xFFFFFFFF) + ((m0 * g0) >> 32)) >> 32
+  return m1 * g1 + (mid1 >> 32) + (mid0 >> 32) + carry
+
+def _reduce_pi(abits: UOp, dt: DType) -> tuple[UOp, UOp]:
+  """(r, n odd) with |x| = n pi + r and |r| <= pi/2, for |x| >= 1.5 given by its bits (Payne-Hanek): exact for every finite x.
+
+  |x| = M * 2**E with M the integer mantissa. In M * 2**E / pi mod 2 the bits of 1/pi worth 2**-E * 2 or more add even
+  integers only, so it needs just the bits from there to 127 past the point: G = floor(2**s / pi) mod 2**128, s = E + 127.
+  Then M * G mod 2**128 is |x| / pi mod 2 in fixed point: its bit 127 is the parity of n, the bits below it r / pi."""
+  _, mant, bias = FORMATS[dt]
+  u64, shift = dtypes.uint64, 127 - bias - mant
+  m = ((abits & (2 ** mant - 1)) | (1 << mant)).cast(u64)
+  s = (abits >> mant) + shift
+  q, o = s >> 5, (s & 31).cast(u64)  # s = 32q + o (shift and mask: floor division also for the negative s of small x, masked later)
+  qs = range((bias + shift) >> 5, ((2 * bias + 1 + shift) >> 5) + 1)  # q from 1.5's biased exponent (bias) to inf's (2 bias + 1)
+  pair = {k: _select(q, {j: _inv_pi_bits(j + k, 64) for j in qs}, u64) for k in (-3, -1)}  # 64 bits ending at word q + k
+  word = _select(q, {j: _inv_pi_bits(j, 32) for j in qs}, u64)
+  g_hi = (pair[-3] << o) | ((pair[-1] >> 32) >> (32 - o))  # G's two 64-bit halves: 128 bits ending o bits into word q
+  g_lo = (pair[-1] << o) | (word >> (32 - o))
+  t = m * g_hi + _mulhi(m, g_lo) + (1 << 62)  # the top half of M * G mod 2**128, plus a half so bit 63 is round(t)'s parity
+  frac = ((t & ((1 << 63) - 1)).cast(dtypes.int64) - (1 << 62)).cast(dt)  # t - round(t) in [-1/2, 1/2), times 2**63
+  frac = frac + (m * g_lo).cast(dt) * 2.0 ** -64  # the bottom half: the bits that matter where |x| is close to a multiple of pi
+  return frac * (math.pi * 2.0 ** -63), (t >> 63).ne(0)
 
 def _pi_parts(nparts: int, bits: int) -> list[float]:
   """pi as a sum of floats: the first nparts - 1 have `bits` significant bits (so small integers times them are exact), the last holds the rest."""
-  parts, rest, shift = [], _PI, _PI.bit_length() - bits
+  pi, total = _PI, _PI_BITS
+  parts, shift = [], pi.bit_length() - bits
   for _ in range(nparts - 1):
-    parts.append(math.ldexp(rest >> shift, shift - _PI_BITS))
-    rest, shift = rest & ((1 << shift) - 1), shift - bits
-  return parts + [math.ldexp(rest >> (shift + bits - 53), shift + bits - 53 - _PI_BITS)]
+    parts.append(math.ldexp(pi >> shift, shift - total))
+    pi, shift = pi & ((1 << shift) - 1), shift - bits
+  return parts + [math.ldexp(pi >> (shift + bits - 53), shift + bits - 53 - total)]
 
-# float64 reduction: n < 2**42 in two 21-bit halves, times 32-bit parts of pi, keeps every product exact and the first subtractions too
-_N_HALF_BITS, _PI_PARTS64 = 21, _pi_parts(4, 32)
+# n < 2**42 in two 21-bit halves times 32-bit parts of pi: every product is exact, and so are the subtractions until r is small
+CW_HALF_BITS, CW_PI_PARTS = 21, _pi_parts(4, 32)
+CW_LIMIT = 2.0 ** (2 * CW_HALF_BITS) * 3  # a bound on |x| that keeps round(|x| / pi) below 2**42
 
-def _sin_f64(x: UOp) -> UOp:
-  """float64 sin with a Cody-Waite reduction r = x - n pi: pi in parts, n in halves, so the big products are exact.
-  Accurate to a few ulp for |x| < 2**42 pi (about 1.4e13); beyond it the error grows with |x| (about |x| * 2**-53)."""
-  n = _round(x * (1 / math.pi))
-  nh = _trunc(n * 2.0 ** -_N_HALF_BITS) * 2.0 ** _N_HALF_BITS
-  nl, r = n - nh, x
-  for c in _PI_PARTS64[:-1]: r = (r + nh * -c) + nl * -c
-  r = r + n * -_PI_PARTS64[-1]
-  odd = (n - _trunc(n * 0.5) * 2.0).ne(0.0)
-  y = _sin_poly(r)
-  return (x * 0.0).eq(0.0).where(odd.where(-y, y), math.nan)  # x*0 is nan exactly for inf and nan
+def _reduce_cody_waite(a: UOp) -> tuple[UOp, UOp]:
+  """(r, n odd) with a = n pi + r, |r| <= pi/2, for float64 0 <= a < CW_LIMIT (Cody-Waite): r to a few ulp of itself,
+  also where a is close to a multiple of pi, which the 127 fixed-point bits of _reduce_pi cannot resolve in float64."""
+  n = _round(a * (1 / math.pi))
+  nh = _trunc(n * 2.0 ** -CW_HALF_BITS) * 2.0 ** CW_HALF_BITS
+  nl, r = n - nh, a
+  for c in CW_PI_PARTS[:-1]: r = (r + nh * -c) + nl * -c
+  return r + n * -CW_PI_PARTS[-1], (n - _trunc(n * 0.5) * 2.0).ne(0.0)
 
 def sin(x: UOp) -> UOp:
-  """sin(x) = (-1)**n sin(x - n pi), n = round(x / pi); the reduction is exact for float32 and for float64 up to about 1e13."""
-  return _sin_f32(x) if x.dtype == dtypes.float32 else _sin_f64(x)
+  """sin(x) = (-1)**n sin(x - n pi), n = round(x / pi), with an exact reduction and sin's Taylor series on [-pi/2, pi/2]."""
+  dt, it = x.dtype, FORMATS[x.dtype][0]
+  bits = x.bitcast(it)
+  abits = bits & (2 ** (8 * dt.itemsize - 1) - 1)
+  a = abits.bitcast(dt)
+  r, odd = _reduce_pi(abits, dt)
+  small = a < 1.5  # below pi/2 the reduction is the identity, which also keeps full relative precision for tiny x
+  r, odd = small.where(a, r), small.where(False, odd)
+  if dt == dtypes.float64:
+    rc, oddc = _reduce_cody_waite(a)
+    r, odd = (a < CW_LIMIT).where(rc, r), (a < CW_LIMIT).where(oddc, odd)
+  y = _sin_poly(r)
+  flip = (bits < 0) ^ odd  # sin(-x) = -sin(x) (by the sign bit, so -0.0 stays -0.0); sin(r + n pi) = (-1)**n sin(r)
+  return (a < math.inf).where(flip.where(-y, y), math.nan)
