@@ -1,0 +1,42 @@
+"""Transcendental accuracy through the Tensor API on the PYTHON device, which decomposes EXP2/LOG2/SIN into polynomials."""
+import numpy as np
+import pytest
+from tinyspec import Tensor, dtypes
+
+
+def close(got, want, abs_tol, rel_tol):
+  got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+  finite = np.isfinite(want)
+  np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+  np.testing.assert_array_equal(got[~finite & ~np.isnan(want)], want[~finite & ~np.isnan(want)])
+  err = np.abs(got[finite] - want[finite])
+  ok = (err <= abs_tol) | (err <= rel_tol * np.abs(want[finite]))
+  assert ok.all(), f"worst: x at {np.argmax(err)}, err {err.max():.3g}"
+
+X = np.linspace(-100, 100, 20001, dtype=np.float32)
+POS = np.concatenate([np.geomspace(1e-30, 1e6, 10000), np.linspace(0.5, 2, 1001)]).astype(np.float32)
+
+def test_exp_float32():
+  with np.errstate(over="ignore"): want = np.exp(X)  # exp(100) overflows float32 to inf, as it should
+  close(Tensor(X).exp().numpy(), want, 2e-5, 1e-5)
+def test_log_float32(): close(Tensor(POS).log().numpy(), np.log(POS), 2e-5, 1e-5)
+def test_sin_float32(): close(Tensor(X).sin().numpy(), np.sin(X), 2e-5, 1e-5)
+
+def test_sin_large_arguments():
+  x = np.concatenate([np.linspace(-1e6, 1e6, 20001), np.geomspace(1e2, 1e6, 2000)]).astype(np.float32)
+  close(Tensor(x).sin().numpy(), np.sin(x), 3e-3, 0)
+
+def test_special_values():
+  x = np.array([np.inf, -np.inf, np.nan, 0.0], np.float32)
+  np.testing.assert_array_equal(Tensor(x).exp().numpy(), np.array([np.inf, 0.0, np.nan, 1.0], np.float32))
+  np.testing.assert_array_equal(Tensor(np.array([0.0, -1.0, np.nan, np.inf], np.float32)).log().numpy(),
+                                np.array([-np.inf, np.nan, np.nan, np.inf], np.float32))
+  assert np.isnan(Tensor(np.array([np.inf, np.nan], np.float32)).sin().numpy()).all()
+
+@pytest.mark.parametrize("fn,x", [("exp", np.linspace(-10, 10, 2001)), ("log", np.geomspace(1e-3, 6e4, 2001)), ("sin", np.linspace(-100, 100, 2001))])
+def test_float16(fn, x):
+  x16 = x.astype(np.float16)
+  got = getattr(Tensor(x16), fn)()
+  assert got.dtype == dtypes.float16
+  want = getattr(np, fn)(x16.astype(np.float32))
+  close(got.numpy(), want, 1e-2, 1e-2)

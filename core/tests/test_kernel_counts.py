@@ -1,0 +1,45 @@
+"""The kernel split as users meet it: how many kernels common Tensor expressions become, and that the numbers are right."""
+import numpy as np
+from tinyspec import Tensor
+from tinyspec.engine import realize as R
+
+rng = np.random.default_rng(1)
+
+def kernels_run(t: Tensor) -> tuple[int, np.ndarray]:
+  """Kernels realizing t ran (its inputs realized beforehand), and its value."""
+  before = R.stats["kernels_run"]
+  t.realize()
+  return R.stats["kernels_run"] - before, t.numpy()
+
+def inputs(*shapes):
+  arrs = [rng.standard_normal(s, dtype=np.float32) for s in shapes]
+  return arrs, [Tensor(a).realize() for a in arrs]
+
+def test_fused_elementwise_sum_is_one_kernel():
+  (an, bn, cn), (a, b, c) = inputs((1000,), (1000,), (1000,))
+  n, out = kernels_run(((a + b) * c).sum())
+  assert n == 1
+  np.testing.assert_allclose(out, ((an + bn) * cn).sum(), rtol=1e-4)
+
+def test_softmax_is_at_most_three_kernels():
+  (xn,), (x,) = inputs((8, 16))
+  n, out = kernels_run(x.softmax(1))
+  assert n <= 3
+  e = np.exp(xn - xn.max(1, keepdims=True))
+  np.testing.assert_allclose(out, e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-6)
+
+def test_matmul_is_one_kernel():
+  (an, bn), (a, b) = inputs((6, 5), (5, 7))
+  n, out = kernels_run(a @ b)
+  assert n == 1
+  np.testing.assert_allclose(out, an @ bn, rtol=1e-5, atol=1e-5)
+
+def test_conv2d_is_one_kernel():
+  (xn, wn), (x, w) = inputs((1, 3, 8, 8), (4, 3, 3, 3))
+  n, out = kernels_run(x.conv2d(w, padding=1))
+  assert n == 1
+  expect = np.zeros((1, 4, 8, 8), np.float32)
+  xp = np.pad(xn, ((0, 0), (0, 0), (1, 1), (1, 1)))
+  for i in range(8):
+    for j in range(8): expect[0, :, i, j] = np.einsum("chw,ochw->o", xp[0, :, i:i + 3, j:j + 3], wn)
+  np.testing.assert_allclose(out, expect, rtol=1e-4, atol=1e-4)
