@@ -140,3 +140,14 @@ def test_reduce_read_by_two_kernels_is_computed_once():
   out = R.realize(a, b)
   np.testing.assert_allclose(R.to_numpy(out[0]), xn.sum(1, keepdims=True) * 2, rtol=1e-5)
   np.testing.assert_allclose(R.to_numpy(out[1]), xn.sum(1, keepdims=True) + 1, rtol=1e-5)
+
+@pytest.mark.parametrize("op,expect", [(Ops.ADD, 24.0), (Ops.MUL, 2.0 ** 12), (Ops.MAX, 2.0)])
+def test_reduce_of_a_value_that_does_not_vary(op, expect):
+  u = UOp.const(2.0, dtypes.float32).reshape((1, 1)).expand((4, 3)).reduce(op, (0, 1))
+  np.testing.assert_array_equal(run(u).reshape(-1), [expect])
+
+def test_zero_size_reduce_and_loop_invariant_reduction():
+  z = buf(np.zeros((0, 3), np.float32))
+  np.testing.assert_array_equal(run(z.reduce(Ops.ADD, (0,))), [[0, 0, 0]])
+  ones = UOp.const(1.0, dtypes.float32).reshape((1, 1)).expand((4, 3)).reduce(Ops.ADD, (0,))
+  np.testing.assert_array_equal(run(ones), [[4, 4, 4]])

@@ -8,12 +8,13 @@ First the graph is brought into a form where order is explicit (`pm_linear_form`
   - a gated STORE becomes IF(gate) / STORE / ENDIF.
 Then every node gets a *scope*, the RANGEs and IFs it runs inside (those it depends on and that are not closed on the
 way), and the nodes are emitted: whatever fits the open blocks first (so loop-invariant work lands before its loop),
-else the innermost block is closed once nothing left needs it, else the next block is opened."""
+else the innermost block is closed once nothing left needs it, else the next block is opened. A node may run inside a
+loop it does not depend on (only slower), never inside an IF it does not depend on."""
 from __future__ import annotations
 
 from tinyspec.dtype import AddrSpace
 from tinyspec.engine.rangeify import reduce_identity
-from tinyspec.uop.ops import Ops
+from tinyspec.uop.ops import AxisType, Ops
 from tinyspec.uop.rewrite import PatternMatcher, UPat, graph_rewrite
 from tinyspec.uop.spec import verify_between_stages
 from tinyspec.uop.uop import UOp
@@ -29,6 +30,7 @@ def scopes(root: UOp) -> dict[UOp, frozenset[UOp]]:
     if u.op in (Ops.RANGE, Ops.IF): sc[u] = inner | {u}
     elif u.op is Ops.END: sc[u] = inner - set(u.src[1:])
     elif u.op is Ops.ENDIF: sc[u] = inner - {u.src[0]}
+    elif u.op is Ops.GROUP: sc[u] = inner - {s.src[0] for s in u.src if s.op is Ops.ENDIF}  # a group holding an ENDIF is past its IF
     else: sc[u] = inner
   return sc
 
@@ -90,15 +92,17 @@ def linearize(kernel: UOp) -> UOp:
 
   while ready:
     opened = set(open_)
+    # a node fits where all it runs in is open, and no IF is open that it does not depend on (that would make it conditional)
     fits = next((u for u in ready if u.op not in (Ops.RANGE, Ops.IF, Ops.END, Ops.ENDIF) and sc[u] <= opened
-                 and (not open_ or open_[-1] in sc[u])), None)
+                 and all(b in sc[u] for b in open_ if b.op is Ops.IF)), None)
     if fits is not None: emit(fits); continue
     if open_ and needs[open_[-1]] == 0 and closer[open_[-1]] in ready:  # nothing left runs inside the innermost block
       emit(closer[open_.pop()]); continue
     start = [u for u in ready if u.op in (Ops.RANGE, Ops.IF) and sc[closer[u]] <= opened]
     if not start: raise ValueError(f"linearize: no valid order; stuck with open blocks {[b.op.name for b in open_]} and "
                                    f"ready {[u.op.name for u in ready]}")
-    best = max(start, key=lambda u: (len(sc[closer[u]]), -order[u]))
+    # the deepest-nested first; among equals a reduction's loop, whose result the other loops are waiting for
+    best = max(start, key=lambda u: (len(sc[closer[u]]), u.op is Ops.RANGE and u.arg[1] is AxisType.REDUCE, -order[u]))
     emit(best); open_.append(best)
   linear = UOp(Ops.LINEAR, tuple(out))
   verify_between_stages(linear, "linear")

@@ -112,7 +112,7 @@ class Interpreter:
 
   def __call__(self, bufs: list[np.ndarray], vals: dict[str, int] | None = None) -> None:
     self.env: dict[UOp, object] = {}
-    self.bufs, self.vals, self.open_axes = bufs, vals or {}, []
+    self.bufs, self.vals, self.open_axes = bufs, vals or {}, {}
     self._run(0, len(self.prog), None)
     del self.env
 
@@ -128,9 +128,9 @@ class Interpreter:
         if i in self.sequential:
           for v in range(n): env[u] = np.full((1,) * self.ndim, v, np.int64); self._run(i + 1, end, mask)
         else:
-          env[u] = self._lane(u, np.arange(n)); self.open_axes.append(self.axis[u])
+          env[u] = self._lane(u, np.arange(n)); self.open_axes[self.axis[u]] = n
           self._run(i + 1, end, mask)
-          self.open_axes.pop()
+          del self.open_axes[self.axis[u]]
         i = end + 1; continue
       if op is Ops.IF:
         gate = env[u.src[0]]
@@ -175,8 +175,10 @@ class Interpreter:
       x = self.env[x]
       ufunc = _REDUCE_UFUNC[rop]
       if gate is not None: x = np.where(gate, x, ufunc.identity if rop is not Ops.MAX else _lowest(x.dtype))
-      axes = tuple(k for k in range(self.ndim) if x.shape[k] > 1 and k not in mem.lanes)
-      if axes: x = ufunc.reduce(x, axis=axes, keepdims=True)
+      # every open vectorised loop the register does not live in is summed over, also where x does not vary along it
+      if axes := tuple(k for k in self.open_axes if k not in mem.lanes):
+        full = tuple(self.open_axes[k] if k in axes else n for k, n in enumerate(x.shape))
+        x = ufunc.reduce(np.broadcast_to(x, full), axis=axes, keepdims=True)
       mem.vals[slot] = ufunc(mem.vals[slot], x).astype(x.dtype, copy=False)
     else:
       val = self.env[u.src[1]]
