@@ -8,18 +8,20 @@ First the graph is brought into a form where order is explicit (`pm_linear_form`
   - a gated STORE becomes IF(gate) / STORE / ENDIF.
 Then every node gets a *scope*, the RANGEs and IFs it runs inside (those it depends on and that are not closed on the
 way), and the nodes are emitted: whatever fits the open blocks first (so loop-invariant work lands before its loop),
-else the innermost block is closed once nothing left needs it, else the next block is opened. A node may run inside a
-loop it does not depend on (only slower), never inside an IF it does not depend on."""
+else the innermost block is closed once nothing left needs it, else the next block is opened (the one that closes
+earliest in dependency order). A pure node may run inside a loop it does not depend on (only slower), never inside an IF
+it does not depend on; a STORE runs in exactly its own loops."""
 from __future__ import annotations
 
 from tinyspec.dtype import AddrSpace
 from tinyspec.engine.rangeify import reduce_identity
-from tinyspec.uop.ops import AxisType, Ops
+from tinyspec.uop.ops import Ops
 from tinyspec.uop.rewrite import PatternMatcher, UPat, graph_rewrite
 from tinyspec.uop.spec import verify_between_stages
 from tinyspec.uop.uop import UOp
 
 _ZERO = UOp.const(0)
+SIDE_EFFECTS = (Ops.STORE, Ops.BARRIER, Ops.ATOMICADD)
 
 
 def scopes(root: UOp) -> dict[UOp, frozenset[UOp]]:
@@ -35,8 +37,8 @@ def scopes(root: UOp) -> dict[UOp, frozenset[UOp]]:
   return sc
 
 class _Accumulators:
-  """ctx of pm_linear_form: numbers the register accumulators and remembers scopes."""
-  def __init__(self): self.count = 0
+  """ctx of pm_linear_form: numbers the register accumulators after the kernel's own REG/LOCAL buffers."""
+  def __init__(self, first: int): self.count = first
 
 def _reduce_to_acc(ctx: _Accumulators, red: UOp) -> UOp:
   rop, val, ranges = red.arg[0], red.src[0], red.src[1:]
@@ -65,7 +67,8 @@ pm_linear_form = PatternMatcher([
 
 def linearize(kernel: UOp) -> UOp:
   """The kernel SINK as a LINEAR program (see the module docstring)."""
-  sink = graph_rewrite(kernel, pm_linear_form, ctx=_Accumulators())
+  taken = [u.arg[0] for u in kernel.toposort() if u.op is Ops.BUFFER and u.arg[3] is not AddrSpace.GLOBAL]
+  sink = graph_rewrite(kernel, pm_linear_form, ctx=_Accumulators(1 + max(taken, default=-1)))
   nodes = sink.toposort()[:-1]  # everything but the SINK itself
   order = {u: i for i, u in enumerate(nodes)}
   sc = scopes(sink)
@@ -92,17 +95,18 @@ def linearize(kernel: UOp) -> UOp:
 
   while ready:
     opened = set(open_)
-    # a node fits where all it runs in is open, and no IF is open that it does not depend on (that would make it conditional)
+    # a node fits where all it runs in is open; but no IF may be open that it does not depend on (it would become conditional),
+    # and a side effect runs exactly in its own loops (in another loop it would repeat)
     fits = next((u for u in ready if u.op not in (Ops.RANGE, Ops.IF, Ops.END, Ops.ENDIF) and sc[u] <= opened
-                 and all(b in sc[u] for b in open_ if b.op is Ops.IF)), None)
+                 and (sc[u] == opened if u.op in SIDE_EFFECTS else all(b in sc[u] for b in open_ if b.op is Ops.IF))), None)
     if fits is not None: emit(fits); continue
     if open_ and needs[open_[-1]] == 0 and closer[open_[-1]] in ready:  # nothing left runs inside the innermost block
       emit(closer[open_.pop()]); continue
     start = [u for u in ready if u.op in (Ops.RANGE, Ops.IF) and sc[closer[u]] <= opened]
     if not start: raise ValueError(f"linearize: no valid order; stuck with open blocks {[b.op.name for b in open_]} and "
                                    f"ready {[u.op.name for u in ready]}")
-    # the deepest-nested first; among equals a reduction's loop, whose result the other loops are waiting for
-    best = max(start, key=lambda u: (len(sc[closer[u]]), u.op is Ops.RANGE and u.arg[1] is AxisType.REDUCE, -order[u]))
+    # the deepest-nested first; among equals the block that closes earliest in dependency order, since later ones may need it
+    best = max(start, key=lambda u: (len(sc[closer[u]]), -order[closer[u]]))
     emit(best); open_.append(best)
   linear = UOp(Ops.LINEAR, tuple(out))
   verify_between_stages(linear, "linear")

@@ -59,7 +59,7 @@ def find_realized(body: UOp) -> set[UOp]:
     mine, flag = (frozenset((u,)), False) if u in realized else (readers.get(u, frozenset()), broadcast.get(u, False))
     flag = flag or (u.op is Ops.EXPAND and _expands(u))
     for s in u.src: readers[s], broadcast[s] = readers.get(s, frozenset()) | mine, broadcast.get(s, False) or flag
-  return realized
+  return {u for u in realized if u.op is not Ops.PARAM}  # an argument already has its buffer
 
 
 def _strides(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -116,7 +116,7 @@ class _KernelBuilder:
 
   def _lower(self, u: UOp, idxs: tuple[UOp, ...], valid: UOp | None, root: bool) -> UOp:
     op = u.op
-    if not root and (u in self.realized or op is Ops.PARAM): return self.load(u, idxs, valid)
+    if op is Ops.PARAM or (not root and u in self.realized): return self.load(u, idxs, valid)
     if op is Ops.CONST: return u
     if op in GroupOp.Elementwise or op is Ops.BITCAST:  # right-aligned broadcasting: a lower-rank source reads the last axes
       return u.replace(src=tuple(self.lower(s, tuple(_ZERO if d == 1 else i for i, d in zip(idxs[len(idxs) - s.ndim:], s.shape)), valid)
@@ -151,8 +151,12 @@ class _KernelBuilder:
     store = UOp(Ops.STORE, (out.index(flat_index(idxs, u.shape)), val))
     ast = UOp.sink(UOp(Ops.END, (store, *reversed(out_ranges))) if out_ranges else store)
     ast = graph_rewrite(ast, sym)
+    # simplifying may drop every read of a buffer (x | True): renumber the PARAMs that are left
+    used = [(b, p) for b, p in self.params.items() if p in set(ast.toposort())]
+    if len(used) < len(self.params):
+      ast = ast.substitute({p: p.replace(arg=(k, *p.arg[1:])) for k, (_, p) in enumerate(used)})
     verify_between_stages(ast, "kernel")
-    return ScheduleItem(ast, tuple(self.params))
+    return ScheduleItem(ast, tuple(b for b, _ in used))
 
 
 def rangeify(fn: UOp) -> Schedule:

@@ -24,6 +24,8 @@ def _base(u: UOp) -> UOp:
   while u.op in (Ops.AFTER, Ops.INDEX): u = u.src[0]
   return u
 
+def _is_reg(buf: UOp) -> bool: return buf.op is Ops.BUFFER and buf.arg[3] is AddrSpace.REG
+
 def _accumulation(st: UOp) -> tuple[Ops, UOp] | None:
   """(op, x) if STORE st writes `load(same place) <op> x`."""
   val = st.src[1]
@@ -54,12 +56,15 @@ class _Local(_Global):
     shape = tuple(group_axes.get(k, 1) for k in range(ndim))
     self.arr, self.what = np.zeros(shape + (size,), dtype), what
     self.group = tuple(np.arange(n).reshape((1,) * k + (n,) + (1,) * (ndim - k - 1)) if n > 1 else 0 for k, n in enumerate(shape))
-  def _at(self, addr): return self.group + (addr,)
+  def _at(self, addr):
+    if addr.size and (addr.min() < 0 or addr.max() >= self.arr.shape[-1]):
+      raise IndexError(f"{self.what}: index {int(addr.min()) if addr.min() < 0 else int(addr.max())} out of bounds for {self.arr.shape[-1]} elements")
+    return self.group + (addr,)
   def load(self, addr, gate):
     if gate is not None: addr = np.where(gate, addr, 0)
-    if addr.size and (addr.min() < 0 or addr.max() >= self.arr.shape[-1]): raise IndexError(f"{self.what}: local index out of bounds")
     return self.arr[self._at(addr)]
   def store(self, addr, val, gate):
+    if gate is not None: addr = np.where(gate, addr, 0)
     at = np.broadcast_arrays(*self._at(addr), val)
     val, at = at[-1], at[:-1]
     if gate is not None:
@@ -98,10 +103,10 @@ class Interpreter:
     rng, body = self.prog[i], self.prog[i + 1:self.closing[i]]
     stored = {_base(u.src[0]) for u in body if u.op is Ops.STORE}
     for u in body:
-      if u.op is Ops.LOAD and (b := _base(u.src[0])).op is Ops.PARAM and b in stored: return True
+      if u.op is Ops.LOAD and (b := _base(u.src[0])) in stored and not _is_reg(b): return True
       if u.op is not Ops.STORE: continue
       base = _base(u.src[0])
-      if base.op is Ops.BUFFER and base.arg[3] is AddrSpace.REG:
+      if _is_reg(base):
         if u not in self.accum and first_write[base] < i: return True
       elif rng not in u.src[0].toposort(): return True
     return False

@@ -1,0 +1,369 @@
+"""Movement and indexing: reshape, permute, expand, pad, shrink, flip and what is built from them (cat, stack, repeat,
+split), and indexing, gather and scatter as compositions: a one-hot mask compared against an arange, selected with WHERE
+and summed away (seed 001's gather). No INDEX or STACK appears in a tensor graph, and nothing is realized, except that a
+bool mask index is turned into positions (its result's shape depends on its values)."""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from tinyspec.dtype import DType, dtypes, least_upper_dtype
+from tinyspec.uop.ops import Ops
+from tinyspec.uop.uop import UOp
+
+if TYPE_CHECKING:
+  from tinyspec.tensor.tensor import Tensor
+
+_INT = (int, np.integer)
+
+
+def resolve_dim(dim: int, ndim: int) -> int:
+  """`dim` as a non-negative axis of an ndim-d tensor (negative counts from the end); a 0-d tensor takes 0 and -1."""
+  if not isinstance(dim, _INT) or isinstance(dim, bool): raise TypeError(f"a dimension must be an int, got {dim!r}")
+  n = max(ndim, 1)
+  if not -n <= dim < n: raise IndexError(f"dimension {dim} is out of range for a tensor with {ndim} dimensions (expected in [{-n}, {n - 1}])")
+  return int(dim) % n
+
+def shape_arg(*args: Any) -> tuple[int, ...]:
+  """A shape given as sizes, f(2, 3), or as one sequence, f((2, 3)); sizes may be -1 where a method allows it."""
+  if len(args) == 1 and isinstance(args[0], (tuple, list)): args = tuple(args[0])
+  if not all(isinstance(s, _INT) and not isinstance(s, bool) for s in args): raise TypeError(f"a shape must be ints, got {args}")
+  return tuple(int(s) for s in args)
+
+def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+  """The shape that `shapes` broadcast to: right-aligned, each axis equal or 1."""
+  if all(s == shapes[0] for s in shapes[1:]): return shapes[0]
+  nd = max(len(s) for s in shapes)
+  out = []
+  for i, dims in enumerate(zip(*((1,) * (nd - len(s)) + tuple(s) for s in shapes))):
+    big = {d for d in dims if d != 1}
+    if len(big) > 1:
+      raise RuntimeError(f"shapes {', '.join(map(str, shapes))} do not broadcast: axis {i - nd} has sizes {sorted(big)} (each must be equal or 1)")
+    out.append(big.pop() if big else 1)
+  return tuple(out)
+
+def broadcast_const(value: Any, dtype: DType, shape: tuple[int, ...]) -> UOp:
+  """`value` as a CONST of `dtype` made `shape`-d by RESHAPE and EXPAND: the explicit form elementwise sources need."""
+  c = UOp.const(value, dtype)
+  if shape == (): return c
+  c = c.reshape((1,) * len(shape))
+  return c if all(s == 1 for s in shape) else c.expand(shape)
+
+def _pad_pairs(padding: Sequence, ndim: int) -> list[tuple[int, int]]:
+  """Padding as (before, after) per axis, from PyTorch's flat form (pairs from the last axis backwards) or one pair (or None) per axis."""
+  padding = tuple(padding)
+  if all(isinstance(p, _INT) for p in padding):
+    if len(padding) % 2 or len(padding) > 2 * ndim:
+      raise ValueError(f"pad: {padding} must have an even length of at most 2 * ndim = {2 * ndim} (pairs from the last axis)")
+    pairs = [(0, 0)] * ndim
+    for i in range(len(padding) // 2): pairs[ndim - 1 - i] = (int(padding[2 * i]), int(padding[2 * i + 1]))
+    return pairs
+  if len(padding) != ndim: raise ValueError(f"pad: {padding} needs one (before, after) pair or None per axis of the {ndim}-d tensor")
+  return [(0, 0) if p is None else (int(p[0]), int(p[1])) for p in padding]
+
+
+class MovementMixin:
+  """Movement ops and indexing for Tensor (every method builds lazily on `self.uop`)."""
+
+  # ---- the six movement ops ----
+  def reshape(self: Tensor, shape, *args) -> Tensor:
+    """The same elements in row-major order with a new shape; one size may be -1 (inferred)."""
+    new = shape_arg(shape, *args)
+    if (unknown := sum(s == -1 for s in new)) > 1: raise RuntimeError(f"reshape {new}: only one dimension can be -1")
+    if any(s < -1 for s in new): raise RuntimeError(f"reshape {new}: invalid negative size")
+    if unknown:
+      known = math.prod(s for s in new if s != -1)
+      if known == 0 or self.numel() % known:
+        raise RuntimeError(f"reshape: shape {self.shape} ({self.numel()} elements) cannot become {new}")
+      new = tuple(self.numel() // known if s == -1 else s for s in new)
+    if math.prod(new) != self.numel():
+      raise RuntimeError(f"reshape: shape {self.shape} ({self.numel()} elements) cannot become {new} ({math.prod(new)} elements)")
+    return self if new == self.shape else self._new(self.uop.reshape(new))
+
+  def expand(self: Tensor, shape, *args) -> Tensor:
+    """Size-1 axes repeated to `shape` without copying; -1 keeps a size, and new axes may be added on the left."""
+    new = shape_arg(shape, *args)
+    if len(new) < self.ndim: raise RuntimeError(f"expand: shape {new} has fewer dimensions than the tensor's {self.shape}")
+    old = (1,) * (len(new) - self.ndim) + self.shape
+    new = tuple(o if n == -1 and i >= len(new) - self.ndim else n for i, (o, n) in enumerate(zip(old, new)))
+    for i, (o, n) in enumerate(zip(old, new)):
+      if n < 0 or (o != n and o != 1):
+        raise RuntimeError(f"expand: shape {self.shape} -> {new}: dimension {i} of size {o} is not 1, so it cannot become {n}")
+    x = self.reshape(old)
+    return x if new == x.shape else self._new(x.uop.expand(new))
+
+  def permute(self: Tensor, order, *args) -> Tensor:
+    """The axes reordered: output axis i is input axis order[i]."""
+    order = tuple(resolve_dim(d, self.ndim) for d in shape_arg(order, *args)) if self.ndim else shape_arg(order, *args)
+    if sorted(order) != list(range(self.ndim)): raise RuntimeError(f"permute: {order} is not a permutation of the axes of shape {self.shape}")
+    return self if order == tuple(range(self.ndim)) else self._new(self.uop.permute(order))
+
+  def flip(self: Tensor, axis, *args) -> Tensor:
+    """The elements reversed along `axis` (an int or a sequence)."""
+    axes = tuple(resolve_dim(d, self.ndim) for d in ((axis, *args) if isinstance(axis, _INT) else tuple(axis)))
+    if len(set(axes)) != len(axes): raise RuntimeError(f"flip: axis {axes} appears more than once")
+    return self._new(self.uop.flip(axes)) if axes and self.ndim else self
+
+  def shrink(self: Tensor, arg: Sequence[tuple[int, int] | None]) -> Tensor:
+    """The window [start, end) of each axis (None keeps an axis whole)."""
+    if len(arg) != self.ndim: raise ValueError(f"shrink: {arg} needs one (start, end) or None per axis of shape {self.shape}")
+    bounds = [(0, s) if a is None else (int(a[0]), int(a[1])) for a, s in zip(arg, self.shape)]
+    for i, ((b, e), s) in enumerate(zip(bounds, self.shape)):
+      if not 0 <= b <= e <= s: raise IndexError(f"shrink: bounds {(b, e)} of axis {i} lie outside [0, {s}] (shape {self.shape})")
+    if all(b == 0 and e == s for (b, e), s in zip(bounds, self.shape)): return self
+    return self._new(self.uop.shrink(tuple(b for b, _ in bounds), tuple(e - b for b, e in bounds)))
+
+  def pad(self: Tensor, padding: Sequence, mode: str = "constant", value: float = 0.0) -> Tensor:
+    """Padding as PyTorch's F.pad, (left, right) pairs from the last axis backwards, or one (before, after) pair (or None)
+    per axis. Negative amounts cut instead. PAD fills zeros; another `value` is a WHERE over a padded mask."""
+    if mode != "constant": raise NotImplementedError(f"pad: mode {mode!r} is not supported, only 'constant'")
+    pairs = _pad_pairs(padding, self.ndim)
+    for i, ((b, a), s) in enumerate(zip(pairs, self.shape)):
+      if s + min(b, 0) + min(a, 0) < 0: raise RuntimeError(f"pad: {(b, a)} cuts more than the size {s} of axis {i}")
+    x = self.shrink(tuple((-min(b, 0), s + min(a, 0)) for (b, a), s in zip(pairs, self.shape)))
+    if all(b <= 0 and a <= 0 for b, a in pairs): return x
+    off = tuple(max(b, 0) for b, _ in pairs)
+    new = tuple(o + s + max(a, 0) for o, s, (_, a) in zip(off, x.shape, pairs))
+    out = x.uop.pad(off, new)
+    if value != 0 or math.copysign(1.0, value) < 0:
+      out = UOp(Ops.WHERE, (broadcast_const(True, dtypes.bool, x.shape).pad(off, new), out, broadcast_const(value, x.dtype, new)))
+    return x._new(out)
+
+  # ---- built from them ----
+  def transpose(self: Tensor, dim0: int = 1, dim1: int = 0) -> Tensor:
+    """Axes dim0 and dim1 swapped."""
+    order = list(range(self.ndim))
+    d0, d1 = resolve_dim(dim0, self.ndim), resolve_dim(dim1, self.ndim)
+    if self.ndim == 0: return self
+    order[d0], order[d1] = order[d1], order[d0]
+    return self.permute(order)
+  @property
+  def T(self: Tensor) -> Tensor:
+    """All axes reversed (the transpose of a matrix)."""
+    return self.permute(tuple(range(self.ndim))[::-1])
+
+  def flatten(self: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    """Axes start_dim..end_dim (inclusive) merged into one; a 0-d tensor becomes shape (1,)."""
+    if self.ndim == 0: return self.reshape(1)
+    s, e = resolve_dim(start_dim, self.ndim), resolve_dim(end_dim, self.ndim)
+    if s > e: raise RuntimeError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
+    return self.reshape(self.shape[:s] + (math.prod(self.shape[s:e + 1]),) + self.shape[e + 1:])
+  def unflatten(self: Tensor, dim: int, sizes: Sequence[int]) -> Tensor:
+    """Axis `dim` split into `sizes` (one may be -1)."""
+    d, sizes = resolve_dim(dim, self.ndim), shape_arg(sizes)
+    known = math.prod(s for s in sizes if s != -1)
+    if (-1 not in sizes and known != self.shape[d]) or (-1 in sizes and (known == 0 or self.shape[d] % known)):
+      raise RuntimeError(f"unflatten: sizes {sizes} do not multiply to the size {self.shape[d]} of dimension {dim}")
+    sizes = tuple(self.shape[d] // known if s == -1 else s for s in sizes)
+    return self.reshape(self.shape[:d] + sizes + self.shape[d + 1:])
+  def squeeze(self: Tensor, dim: int | Sequence[int] | None = None) -> Tensor:
+    """Size-1 axes removed: all of them, or those of `dim` that have size 1 (others are kept, as PyTorch)."""
+    if dim is None: return self.reshape(tuple(s for s in self.shape if s != 1))
+    dims = {resolve_dim(d, self.ndim) for d in ((dim,) if isinstance(dim, _INT) else dim)}
+    return self.reshape(tuple(s for i, s in enumerate(self.shape) if not (i in dims and s == 1))) if self.ndim else self
+  def unsqueeze(self: Tensor, dim: int) -> Tensor:
+    """A size-1 axis inserted at `dim` (in [-ndim-1, ndim])."""
+    d = resolve_dim(dim, self.ndim + 1)
+    return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
+  def repeat(self: Tensor, repeats, *args) -> Tensor:
+    """The tensor tiled `repeats` times along each axis (more repeats than axes add leading axes), as PyTorch's repeat."""
+    reps = shape_arg(repeats, *args)
+    if len(reps) < self.ndim: raise RuntimeError(f"repeat: {reps} has fewer entries than the tensor has dimensions ({self.shape})")
+    if any(r < 0 for r in reps): raise RuntimeError(f"repeat: negative count in {reps}")
+    base = (1,) * (len(reps) - self.ndim) + self.shape
+    x = self.reshape(tuple(v for s in base for v in (1, s))).expand(tuple(v for r, s in zip(reps, base) for v in (r, s)))
+    return x.reshape(tuple(r * s for r, s in zip(reps, base)))
+  def split(self: Tensor, split_size: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
+    """Pieces along `dim`: of `split_size` each (the last may be smaller), or of the listed sizes (which must add up)."""
+    d = resolve_dim(dim, self.ndim)
+    n = self.shape[d]
+    if isinstance(split_size, _INT):
+      if split_size <= 0: raise ValueError(f"split: split_size must be positive, got {split_size}")
+      sizes = [split_size] * (n // split_size) + ([n % split_size] if n % split_size else []) or [0]
+    else:
+      sizes = list(split_size)
+      if sum(sizes) != n or any(s < 0 for s in sizes): raise RuntimeError(f"split: sizes {sizes} must add up to the size {n} of dimension {dim}")
+    offs = np.cumsum([0] + sizes).tolist()
+    return tuple(self.shrink(tuple((o, o + s) if i == d else None for i in range(self.ndim))) for o, s in zip(offs, sizes))
+  def chunk(self: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
+    """At most `chunks` pieces of equal size along `dim` (the last may be smaller), as PyTorch's chunk."""
+    if chunks <= 0: raise ValueError(f"chunk: chunks must be positive, got {chunks}")
+    return self.split(max(1, -(-self.shape[resolve_dim(dim, self.ndim)] // chunks)), dim)
+
+  def cat(self: Tensor | Sequence[Tensor], *others: Tensor, dim: int = 0) -> Tensor:
+    """Tensors joined along an existing axis: a.cat(b, c, dim=0) or Tensor.cat([a, b, c], dim=0). Each is padded out to the
+    full size with zeros and the pieces are added (OR for bool): one lazy elementwise graph. Dtypes promote."""
+    ts = [*self, *others] if isinstance(self, (list, tuple)) else [self, *others]
+    if len(ts) == 2 and isinstance(ts[1], (list, tuple)): ts = [ts[0], *ts[1]]
+    if not ts: raise ValueError("cat: needs at least one tensor")
+    first = ts[0]
+    if first.ndim == 0 or any(t.ndim == 0 for t in ts): raise RuntimeError("cat: zero-dimensional tensors cannot be concatenated; use stack")
+    d = resolve_dim(dim, first.ndim)
+    for t in ts[1:]:
+      if t.ndim != first.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, first.shape)) if i != d):
+        raise RuntimeError(f"cat: shapes {[x.shape for x in ts]} must match except in dimension {dim}")
+      if t.device != first.device: raise RuntimeError(f"cat: tensors on different devices, {first.device} and {t.device}")
+    dt, total, off, out = least_upper_dtype(*(t.dtype for t in ts)), sum(t.shape[d] for t in ts), 0, None
+    for t in ts:
+      piece = t.cast(dt).pad(tuple((off, total - off - t.shape[d]) if i == d else None for i in range(first.ndim)))
+      out, off = piece if out is None else out + piece, off + t.shape[d]
+    return out
+  def stack(self: Tensor | Sequence[Tensor], *others: Tensor, dim: int = 0) -> Tensor:
+    """Tensors of one shape joined along a new axis `dim`: each unsqueezed, then cat."""
+    ts = [*self, *others] if isinstance(self, (list, tuple)) else [self, *others]
+    if len(ts) == 2 and isinstance(ts[1], (list, tuple)): ts = [ts[0], *ts[1]]
+    if not ts: raise ValueError("stack: needs at least one tensor")
+    if any(t.shape != ts[0].shape for t in ts): raise RuntimeError(f"stack: every tensor needs the same shape, got {[t.shape for t in ts]}")
+    d = resolve_dim(dim, ts[0].ndim + 1)
+    return type(ts[0]).cat(*(t.unsqueeze(d) for t in ts), dim=d)
+
+  # ---- indexing ----
+  def _select(self: Tensor, mask: Tensor, axes: tuple[int, ...], reduce: Ops = Ops.ADD) -> Tensor:
+    """Reduce `self` over `axes` keeping only where `mask` (one-hot along them) is true: the gather of seed 001.
+    The WHERE (not a multiply) keeps inf and nan elsewhere out of the result; bool values use MAX."""
+    zero = (1 if reduce is Ops.MUL else 0) if self.dtype != dtypes.bool else reduce is Ops.MUL
+    if self.dtype == dtypes.bool and reduce is Ops.ADD: reduce = Ops.MAX
+    picked = mask.where(self, zero)
+    if picked.dtype == dtypes.bool: return picked.cast(dtypes.uint8)._reduce(reduce, axes).cast(dtypes.bool)
+    return picked._reduce(reduce, axes)
+
+  def _index_tensor(self: Tensor, idx: Any, dim: int) -> Tensor:
+    """An integer index (list, array or Tensor) for axis `dim`, negatives wrapped. Python and numpy data are checked now."""
+    size = self.shape[dim]
+    if isinstance(idx, np.ndarray):
+      arr = idx
+      if arr.size == 0: arr = arr.astype(np.int32)
+      if arr.dtype.kind not in "iu": raise IndexError(f"tensors used as indices must be integer or bool, got {arr.dtype}")
+      if arr.size and not (-size <= arr.min() and arr.max() < size):
+        bad = arr[(arr < -size) | (arr >= size)].flat[0]
+        raise IndexError(f"index {bad} is out of bounds for dimension {dim} with size {size}")
+      return type(self)(np.where(arr < 0, arr + size, arr).astype(np.int32 if size <= 2 ** 31 else np.int64), device=self.device)
+    if not dtypes.is_int(idx.dtype): raise IndexError(f"tensors used as indices must be integer or bool, got {idx.dtype}")
+    if idx.device != self.device: raise RuntimeError(f"index on {idx.device}, tensor on {self.device}")
+    if idx.dtype != dtypes.int64: idx = idx.cast(dtypes.int64 if idx.dtype.itemsize >= 4 and dtypes.is_unsigned(idx.dtype) else dtypes.int32)
+    return (idx < 0).where(idx + size, idx)
+
+  def _take(self: Tensor, dims: list[int], idxs: list[Tensor]) -> Tensor:
+    """Advanced indexing of axes `dims` by broadcast index tensors: the axes go to the front, a one-hot mask of shape
+    (broadcast index shape) + (their sizes) selects, a sum removes them. The index dims land where the first indexed axis
+    was if the indexed axes are adjacent, else in front (PyTorch's and numpy's rule)."""
+    try: bshape = broadcast_shape(*(t.shape for t in idxs))
+    except RuntimeError as e: raise IndexError(f"indexing tensors could not be broadcast together: {e}") from None
+    nb, k = len(bshape), len(dims)
+    rest = [d for d in range(self.ndim) if d not in dims]
+    x = self.permute(dims + rest)
+    x = x.reshape((1,) * nb + x.shape)
+    mask = None
+    for j, (d, t) in enumerate(zip(dims, idxs)):
+      pos = type(self).arange(self.shape[d], dtype=t.dtype, device=self.device).reshape((1,) * (nb + j) + (self.shape[d],) + (1,) * (k - j - 1))
+      m = t.reshape((1,) * (nb - t.ndim) + t.shape + (1,) * k) == pos
+      mask = m if mask is None else mask & m
+    out = x._select(mask.reshape(mask.shape + (1,) * len(rest)), tuple(range(nb, nb + k)))
+    if dims == list(range(dims[0], dims[0] + k)) and dims[0] > 0:
+      out = out.permute(list(range(nb, nb + dims[0])) + list(range(nb)) + list(range(nb + dims[0], out.ndim)))
+    return out
+
+  def __getitem__(self: Tensor, indices: Any) -> Tensor:
+    """Indexing as PyTorch: ints (negative from the end), slices with any step, None, Ellipsis, and integer index tensors or
+    lists (advanced indexing, a one-hot gather), or bool masks (realized into positions). Ints select before advanced
+    indexing, as PyTorch does (numpy counts them as advanced indices when deciding where the index dims go).
+    Out-of-range ints and lists raise IndexError; out-of-range values in an index Tensor give 0."""
+    parsed: list[Any] = []
+    for e in (indices if isinstance(indices, tuple) else (indices,)):
+      if isinstance(e, (list, tuple, np.ndarray)): e = np.asarray(e)
+      if isinstance(e, MovementMixin) and e.dtype == dtypes.bool: e = e.numpy()  # a mask's result shape depends on its values
+      if isinstance(e, np.ndarray) and e.dtype == np.bool_:
+        if e.ndim == 0: raise IndexError("a 0-d bool index is not supported")
+        e = ("mask", e)  # covers e.ndim axes, becomes one position index per axis
+      parsed.append(e)
+    n_ell = sum(e is Ellipsis for e in parsed)
+    if n_ell > 1: raise IndexError("an index can only have a single ellipsis ('...')")
+    used = sum(e[1].ndim if isinstance(e, tuple) else 1 for e in parsed if e is not None and e is not Ellipsis)
+    if used > self.ndim: raise IndexError(f"too many indices for a tensor of dimension {self.ndim} (got {used})")
+    fill = [slice(None)] * (self.ndim - used)
+    parsed = [f for e in parsed for f in (fill if e is Ellipsis else [e])] + ([] if n_ell else fill)
+    bounds, flips, strides, out_shape, adv, d = [], [], {}, [], [], 0
+    for e in parsed:
+      if e is None: out_shape.append(1); continue
+      if isinstance(e, tuple):  # a bool mask over axes d.. d+ndim-1
+        if e[1].shape != self.shape[d:d + e[1].ndim]:
+          raise IndexError(f"the mask of shape {e[1].shape} does not match the indexed shape {self.shape[d:d + e[1].ndim]} at dimension {d}")
+        for a, pos in enumerate(np.nonzero(e[1]), start=d):
+          adv.append((len(out_shape), self._index_tensor(pos, a))); out_shape.append(self.shape[a]); bounds.append((0, self.shape[a]))
+        d += e[1].ndim; continue
+      size = self.shape[d]
+      if isinstance(e, _INT) and not isinstance(e, bool):
+        if not -size <= e < size: raise IndexError(f"index {e} is out of bounds for dimension {d} with size {size}")
+        bounds.append((int(e) % size, int(e) % size + 1))
+      elif isinstance(e, slice):
+        start, stop, step = e.indices(size)
+        n = len(range(start, stop, step))
+        if step < 0: flips.append(d); start, step = size - 1 - start, -step
+        bounds.append((start, start + (n - 1) * step + 1) if n else (0, 0))
+        if step > 1 and n > 1: strides[d] = (n, step)
+        out_shape.append(n)
+      elif isinstance(e, (np.ndarray, MovementMixin)):
+        adv.append((len(out_shape), self._index_tensor(e, d))); out_shape.append(size); bounds.append((0, size))
+      else: raise IndexError(f"only integers, slices, None, Ellipsis, lists and integer or bool tensors are valid indices, got {e!r}")
+      d += 1
+    x = self.flip(flips) if flips else self
+    x = x.shrink(bounds)
+    for ax, (n, step) in strides.items():  # every step-th element: pad to n*step, view as (n, step), keep column 0
+      sh = x.shape
+      x = x.pad(tuple((0, n * step - sh[ax]) if i == ax else None for i in range(x.ndim)))
+      x = x.reshape(sh[:ax] + (n, step) + sh[ax + 1:]).shrink(tuple((0, 1) if i == ax + 1 else None for i in range(x.ndim + 1)))
+      x = x.reshape(sh[:ax] + (n,) + sh[ax + 1:])
+    x = x.reshape(tuple(out_shape))
+    return x._take([p for p, _ in adv], [t for _, t in adv]) if adv else x
+
+  def gather(self: Tensor, dim: int, index: Tensor) -> Tensor:
+    """out[i][j][k] = self[i][index[i][j][k]][k] for dim=1 (PyTorch's gather): index has self's ndim and no larger size
+    on the other axes. A one-hot mask over self's axis `dim`, then a sum."""
+    d = resolve_dim(dim, self.ndim)
+    if index.ndim != self.ndim: raise RuntimeError(f"gather: index has {index.ndim} dimensions, the tensor {self.ndim}")
+    if not dtypes.is_int(index.dtype): raise RuntimeError(f"gather: index must be an integer tensor, got {index.dtype}")
+    if any(i > s for a, (i, s) in enumerate(zip(index.shape, self.shape)) if a != d):
+      raise RuntimeError(f"gather: index shape {index.shape} is larger than the tensor's {self.shape} outside dimension {dim}")
+    x = self.shrink(tuple(None if a == d else (0, i) for a, i in enumerate(index.shape))).unsqueeze(d)
+    size = self.shape[d]
+    pos = type(self).arange(size, dtype=index.dtype, device=self.device).reshape((1,) * (d + 1) + (size,) + (1,) * (self.ndim - d - 1))
+    return x._select(index.unsqueeze(d + 1) == pos, (d + 1,))
+
+  def scatter(self: Tensor, dim: int, index: Tensor, src: Tensor | float, reduce: str | None = None) -> Tensor:
+    """A copy of self with self[i][index[i][j][k]][k] = src[i][j][k] for dim=1 (PyTorch's scatter); reduce 'add' or
+    'multiply' combines instead. Where indices repeat, the last one wins (PyTorch leaves it unspecified).
+    A one-hot mask (index axis j, self axis s) picks per position of self the contributions, summed or multiplied over j."""
+    if reduce not in (None, "add", "multiply"): raise ValueError(f"scatter: reduce must be None, 'add' or 'multiply', got {reduce!r}")
+    d = resolve_dim(dim, self.ndim)
+    if index.ndim != self.ndim: raise RuntimeError(f"scatter: index has {index.ndim} dimensions, the tensor {self.ndim}")
+    if not dtypes.is_int(index.dtype): raise RuntimeError(f"scatter: index must be an integer tensor, got {index.dtype}")
+    if any(i > s for a, (i, s) in enumerate(zip(index.shape, self.shape)) if a != d):
+      raise RuntimeError(f"scatter: index shape {index.shape} is larger than the tensor's {self.shape} outside dimension {dim}")
+    if index.numel() == 0: return self
+    if isinstance(src, MovementMixin):
+      if src.ndim != self.ndim or any(i > s for i, s in zip(index.shape, src.shape)):
+        raise RuntimeError(f"scatter: index shape {index.shape} is larger than src's {src.shape}")
+      src = src.shrink(tuple((0, i) for i in index.shape)).cast(self.dtype)
+    else: src = type(self).full(index.shape, src, self.dtype, self.device)
+    size, nj = self.shape[d], index.shape[d]
+    pos = type(self).arange(size, dtype=index.dtype, device=self.device).reshape((1,) * (d + 1) + (size,) + (1,) * (self.ndim - d - 1))
+    mask, vals = index.unsqueeze(d + 1) == pos, src.unsqueeze(d + 1)  # axes: index's ..., j, s, ...
+    pad = tuple((0, 0) if a == d else (0, s - i) for a, (i, s) in enumerate(zip(index.shape, self.shape)))
+    if reduce == "multiply": return self * vals._select(mask, (d,), Ops.MUL).pad(pad, value=1)
+    if reduce == "add": return self + vals._select(mask, (d,)).pad(pad)
+    j = type(self).arange(nj, dtype=dtypes.int32, device=self.device).reshape((1,) * d + (nj,) + (1,) * (self.ndim - d))
+    last = mask.where(j, -1).max(d, keepdim=True)  # the last j that writes each position (-1: none)
+    picked = vals._select(mask & (j == last), (d,)).pad(pad)
+    return (last.squeeze(d) >= 0).pad(pad).where(picked, self)
+
+  def one_hot(self: Tensor, num_classes: int = -1) -> Tensor:
+    """A new last axis of `num_classes` with 1 at each value's position (default int dtype; -1 realizes to find max + 1)."""
+    if not dtypes.is_int(self.dtype): raise TypeError(f"one_hot takes an integer tensor, got {self.dtype}")
+    if num_classes == -1:
+      if self.numel() == 0: raise RuntimeError("one_hot: cannot infer num_classes of an empty tensor")
+      num_classes = int(self.max().item()) + 1
+    pos = type(self).arange(num_classes, dtype=self.dtype, device=self.device)
+    return (self.unsqueeze(-1) == pos).cast(dtypes.default_int)

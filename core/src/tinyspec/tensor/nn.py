@@ -1,0 +1,258 @@
+"""Neural-network ops as lazy compositions: matmul, linear, convolution, pooling, normalization.
+
+Each one is a single lazy graph of movement ops, elementwise ops and reduces, so the kernel fuser can make one kernel of
+`a @ b` (seed 001's gemm: a broadcast multiply summed over the shared axis) and of conv2d (sliding windows built from
+pad/shrink/reshape/expand/permute, multiplied by the weight and summed). Nothing in here realizes or inserts CONTIGUOUS."""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from tinyspec.dtype import dtypes
+from tinyspec.tensor.movement import broadcast_shape
+
+if TYPE_CHECKING:
+  from tinyspec.tensor.tensor import Tensor
+
+IntOrTuple = int | Sequence[int]
+
+
+def _tuple(x: IntOrTuple, n: int, name: str) -> tuple[int, ...]:
+  """An int for every one of n spatial axes, or a sequence of exactly n."""
+  if isinstance(x, int): return (x,) * n
+  if len(x := tuple(x)) != n: raise ValueError(f"{name} must be an int or {n} ints, got {x}")
+  return tuple(int(v) for v in x)
+
+def _sum_keep_dtype(x: Tensor, axes: tuple[int, ...]) -> Tensor:
+  """sum over axes in x's own dtype, as a matmul or convolution of ints gives (PyTorch's; sum alone widens ints to int64).
+  bool sums as int32 and becomes bool again (any)."""
+  return x.sum(axes, keepdim=True, dtype=dtypes.int32 if x.dtype == dtypes.bool else x.dtype if dtypes.is_int(x.dtype) else None).cast(x.dtype)
+
+def _pool(x: Tensor, k: tuple[int, ...], stride: tuple[int, ...], dilation: tuple[int, ...]) -> Tensor:
+  """The sliding windows over the last len(k) axes: (*b, *i) -> (*b, *o, *k), where window element [o.., k..] is
+  x[o*stride + k*dilation] along each axis, o = (i - dilation*(k-1) - 1) // stride + 1.
+
+  Per axis, with the input (zero-)padded to length L >= max(i, o*stride): tiled r times end to end, cut into k rows of
+  L + dilation, row j starts dilation*j elements further into x; each row's first o*stride elements, taken every
+  stride-th, are the window positions. Only reshape/expand/pad/shrink/permute, so it stays one lazy view."""
+  n, b = len(k), x.shape[:-len(k)]
+  i_ = x.shape[-n:]
+  o_ = tuple((i - d * (kk - 1) - 1) // s + 1 for i, kk, s, d in zip(i_, k, stride, dilation))
+  if any(o <= 0 for o in o_):
+    raise RuntimeError(f"window {k} with dilation {dilation} is larger than the (padded) input size {i_}: the output would be {o_}")
+  L = tuple(max(i, o * s) for i, o, s in zip(i_, o_, stride))
+  r = tuple(-(-kk * (l + d) // l) for kk, l, d in zip(k, L, dilation))
+  keep = [None] * len(b)
+  x = x.pad(keep + [(0, l - i) for l, i in zip(L, i_)])
+  x = x.reshape(*b, *[v for l in L for v in (1, l)]).expand(*b, *[v for rr, l in zip(r, L) for v in (rr, l)])
+  x = x.reshape(*b, *[rr * l for rr, l in zip(r, L)]).shrink(keep + [(0, kk * (l + d)) for kk, l, d in zip(k, L, dilation)])
+  x = x.reshape(*b, *[v for kk, l, d in zip(k, L, dilation) for v in (kk, l + d)])
+  x = x.shrink(keep + [v for kk, o, s in zip(k, o_, stride) for v in ((0, kk), (0, o * s))])
+  x = x.reshape(*b, *[v for kk, o, s in zip(k, o_, stride) for v in (kk, o, s)])
+  x = x.shrink(keep + [v for kk, o in zip(k, o_) for v in ((0, kk), (0, o), (0, 1))]).reshape(*b, *[v for kk, o in zip(k, o_) for v in (kk, o)])
+  nb = len(b)
+  return x.permute(*range(nb), *[nb + 2 * j + 1 for j in range(n)], *[nb + 2 * j for j in range(n)])
+
+def _conv_pads(padding: IntOrTuple | str, k: tuple[int, ...], dilation: tuple[int, ...], stride: tuple[int, ...]) -> list[tuple[int, int]]:
+  """conv2d's padding as (before, after) per spatial axis. An int or one int per axis pads both sides; 2n ints are
+  (before, after) pairs from the last axis backwards, as F.pad; 'valid' is none and 'same' keeps the size (stride 1)."""
+  n = len(k)
+  if isinstance(padding, str):
+    if padding == "valid": return [(0, 0)] * n
+    if padding != "same": raise ValueError(f"padding must be 'valid', 'same', an int or a tuple of ints, got {padding!r}")
+    if any(s != 1 for s in stride): raise ValueError("padding='same' is not supported for strided convolutions")
+    return [(d * (kk - 1) // 2, d * (kk - 1) - d * (kk - 1) // 2) for kk, d in zip(k, dilation)]  # the odd one extra goes after
+  if isinstance(padding, int): return [(padding, padding)] * n
+  p = tuple(padding)
+  if len(p) == n: return [(v, v) for v in p]
+  if len(p) == 2 * n: return [(p[2 * (n - 1 - j)], p[2 * (n - 1 - j) + 1]) for j in range(n)]
+  raise ValueError(f"padding must be an int, {n} ints or {2 * n} ints for {n} spatial axes, got {p}")
+
+
+class NNMixin:
+  """Neural-network building blocks for Tensor."""
+
+  # ---- matrix products ----
+  def matmul(self: Tensor, w: Tensor, reverse: bool = False) -> Tensor:
+    """Matrix product as torch.matmul: 1-D x 1-D is a dot product, a 1-D operand acts as a row (left) or column (right)
+    vector that is dropped from the result, and leading batch axes broadcast. One lazy graph: x[..., n, k, 1] times
+    w[..., 1, k, m], summed over k."""
+    if not isinstance(w, type(self)): w = type(self)(w, device=self.device)  # a list or numpy array on the left of @ lands here
+    x, w = (w, self) if reverse else (self, w)
+    if x.ndim == 0 or w.ndim == 0: raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are {x.ndim}D and {w.ndim}D")
+    kx, kw = x.shape[-1], w.shape[-2 if w.ndim > 1 else -1]
+    if kx != kw: raise RuntimeError(f"matmul: shapes {x.shape} and {w.shape} cannot be multiplied ({kx} != {kw} in the shared dimension)")
+    if w.ndim == 1: return _sum_keep_dtype(x * w, (x.ndim - 1,)).reshape(x.shape[:-1])
+    xb = x.shape[:-2] if x.ndim > 1 else ()
+    try: batch = broadcast_shape(xb, w.shape[:-2])
+    except RuntimeError: raise RuntimeError(f"matmul: the batch dimensions of shapes {x.shape} and {w.shape} do not broadcast") from None
+    prod = x.reshape(*x.shape[:-1], kx, 1) * w.reshape(*w.shape[:-2], 1, kw, w.shape[-1])
+    return _sum_keep_dtype(prod, (prod.ndim - 2,)).reshape(*batch, *(x.shape[-2:-1] if x.ndim > 1 else ()), w.shape[-1])
+
+  def __matmul__(self: Tensor, w: Tensor) -> Tensor: return self.matmul(w)
+  def __rmatmul__(self: Tensor, x: Tensor) -> Tensor: return self.matmul(x, reverse=True)
+
+  def dot(self: Tensor, w: Tensor) -> Tensor:
+    """The same as matmul (as tinygrad's dot); for two 1-D tensors it is torch.dot."""
+    return self.matmul(w)
+
+  def linear(self: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """self @ weight.T + bias with PyTorch's layout: weight (out_features, in_features), bias (out_features,)."""
+    out = self.matmul(weight.transpose(-1, -2) if weight.ndim > 1 else weight)
+    return out if bias is None else out + bias
+
+  # ---- convolution ----
+  def conv2d(self: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 1, padding: IntOrTuple | str = 0,
+             dilation: IntOrTuple = 1, groups: int = 1) -> Tensor:
+    """Convolution (cross-correlation, as PyTorch) of an (N, Cin, *spatial) input, or an unbatched (Cin, *spatial) one, with
+    weight (Cout, Cin/groups, *kernel); any number of spatial axes, so it is also conv1d and conv3d. `padding`: an int,
+    one int per axis, 2 per axis as F.pad's pairs from the last axis backwards, or 'valid'/'same'."""
+    nd = weight.ndim - 2
+    if nd < 1: raise RuntimeError(f"conv2d: weight must have at least 3 dimensions (Cout, Cin/groups, *kernel), got shape {weight.shape}")
+    if self.ndim == nd + 1: return self.unsqueeze(0).conv2d(weight, bias, stride, padding, dilation, groups).squeeze(0)
+    if self.ndim != nd + 2:
+      raise RuntimeError(f"conv2d: expected a {nd + 1}-d (unbatched) or {nd + 2}-d (batched) input for weight of shape {weight.shape}, "
+                         f"but got input of shape {self.shape}")
+    k, s, d = weight.shape[2:], _tuple(stride, nd, "stride"), _tuple(dilation, nd, "dilation")
+    return self._conv(weight, bias, s, _conv_pads(padding, k, d, s), d, groups)
+
+  def _conv(self: Tensor, weight: Tensor, bias: Tensor | None, stride: tuple[int, ...], pads: list[tuple[int, int]],
+            dilation: tuple[int, ...], groups: int) -> Tensor:
+    nd = weight.ndim - 2
+    (bs, cin), (cout, cin_g), k = self.shape[:2], weight.shape[:2], weight.shape[2:]
+    if groups < 1 or cout % groups:
+      raise RuntimeError(f"Given groups={groups}, expected weight to be divisible by {groups} at dimension 0, "
+                         f"but got weight of size {list(weight.shape)}")
+    if cin_g * groups != cin:
+      raise RuntimeError(f"Given groups={groups}, weight of size {list(weight.shape)}, expected input{list(self.shape)} to have "
+                         f"{cin_g * groups} channels, but got {cin} channels instead")
+    if any(v < 1 for v in stride + dilation): raise RuntimeError(f"conv2d: stride {stride} and dilation {dilation} must be positive")
+    x = _pool(self.pad([None, None, *pads]), k, stride, dilation)  # (bs, cin, *o, *k)
+    o, rc = x.shape[2:2 + nd], cout // groups
+    # (bs, groups, 1, cin_g, *o, *k) * (1, groups, rc, cin_g, 1.., *k), summed over cin_g and the kernel axes
+    prod = x.reshape(bs, groups, 1, cin_g, *o, *k) * weight.reshape(1, groups, rc, cin_g, *[1] * nd, *k)
+    out = _sum_keep_dtype(prod, (3, *range(4 + nd, 4 + 2 * nd))).reshape(bs, cout, *o)
+    return out if bias is None else out + bias.reshape(1, cout, *[1] * nd)
+
+  def conv_transpose2d(self: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 1, padding: IntOrTuple = 0,
+                       output_padding: IntOrTuple = 0, groups: int = 1, dilation: IntOrTuple = 1) -> Tensor:
+    """Transposed convolution (the gradient of conv2d with respect to its input), PyTorch's argument order and weight
+    layout (Cin, Cout/groups, *kernel). Built as a conv2d: the input with stride-1 zeros between its elements, padded by
+    dilation*(k-1) - padding (+ output_padding after), convolved with the kernel flipped and its channel axes swapped."""
+    nd = weight.ndim - 2
+    if nd < 1: raise RuntimeError(f"conv_transpose2d: weight must have at least 3 dimensions, got shape {weight.shape}")
+    if self.ndim == nd + 1: return self.unsqueeze(0).conv_transpose2d(weight, bias, stride, padding, output_padding, groups, dilation).squeeze(0)
+    if self.ndim != nd + 2: raise RuntimeError(f"conv_transpose2d: expected a {nd + 1}-d or {nd + 2}-d input, got shape {self.shape}")
+    s, p, d = _tuple(stride, nd, "stride"), _tuple(padding, nd, "padding"), _tuple(dilation, nd, "dilation")
+    op = _tuple(output_padding, nd, "output_padding")
+    (bs, cin), (wcin, rc), k = self.shape[:2], weight.shape[:2], weight.shape[2:]
+    if wcin != cin:
+      raise RuntimeError(f"Given transposed=1, weight of size {list(weight.shape)}, expected input{list(self.shape)} to have {wcin} channels, "
+                         f"but got {cin} channels instead")
+    if groups < 1 or cin % groups: raise RuntimeError(f"conv_transpose2d: groups={groups} must divide the {cin} input channels")
+    if any(o >= max(ss, dd) for o, ss, dd in zip(op, s, d)):
+      raise RuntimeError(f"output padding must be smaller than either stride or dilation, but got output_padding={op}, stride={s}, dilation={d}")
+    x, sp = self, self.shape[2:]
+    out = [(i - 1) * ss - 2 * pp + dd * (kk - 1) + oo + 1 for i, ss, pp, dd, kk, oo in zip(sp, s, p, d, k, op)]
+    if any(o < 1 for o in out):
+      raise RuntimeError(f"conv_transpose2d: input size per channel {tuple(sp)} gives output size {tuple(out)}, which is too small")
+    if any(v > 1 for v in s):  # stride - 1 zeros after each element: (i,) -> (i, 1) -> pad to (i, s) -> (i*s,) -> the first (i-1)*s + 1
+      x = x.reshape(bs, cin, *[v for i in sp for v in (i, 1)]).pad([None, None, *[v for ss in s for v in (None, (0, ss - 1))]])
+      x = x.reshape(bs, cin, *[i * ss for i, ss in zip(sp, s)]).shrink([None, None, *[(0, max(0, (i - 1) * ss + 1)) for i, ss in zip(sp, s)]])
+    cin_g = cin // groups
+    w = weight.reshape(groups, cin_g, rc, *k).transpose(1, 2).reshape(groups * rc, cin_g, *k).flip(range(2, 2 + nd))
+    pads = [(dd * (kk - 1) - pp, dd * (kk - 1) - pp + oo) for kk, dd, pp, oo in zip(k, d, p, op)]
+    return x._conv(w, bias, (1,) * nd, pads, d, groups)
+
+  # ---- pooling ----
+  def _pool_setup(self: Tensor, kernel_size: IntOrTuple, stride: IntOrTuple | None, padding: IntOrTuple, dilation: IntOrTuple,
+                  ceil_mode: bool, name: str):
+    """Per spatial axis (the last len(kernel) axes): kernel, stride (default the kernel), dilation, (before, after) padding
+    with the extra `after` that ceil_mode needs, and the output size."""
+    nd = len(kernel_size) if not isinstance(kernel_size, int) else 2
+    k = _tuple(kernel_size, nd, "kernel_size")
+    s, p, d = _tuple(k if stride is None else stride, nd, "stride"), _tuple(padding, nd, "padding"), _tuple(dilation, nd, "dilation")
+    if self.ndim < nd: raise RuntimeError(f"{name}: a {nd}-d window needs an input of at least {nd} dimensions, got shape {self.shape}")
+    if any(v < 1 for v in k + s + d): raise RuntimeError(f"{name}: kernel_size {k}, stride {s} and dilation {d} must be positive")
+    if any(pp < 0 or pp > (dd * (kk - 1) + 1) // 2 for pp, kk, dd in zip(p, k, d)):
+      raise RuntimeError(f"{name}: pad should be at most half of effective kernel size, but got pad={p}, kernel_size={k} and dilation={d}")
+    pads, out = [], []
+    for i, kk, ss, pp, dd in zip(self.shape[-nd:], k, s, p, d):
+      span = i + 2 * pp - dd * (kk - 1) - 1
+      if span < 0: raise RuntimeError(f"{name}: the window {k} (dilation {d}) does not fit the input {self.shape[-nd:]} padded by {p}")
+      o = (-(-span // ss) if ceil_mode else span // ss) + 1
+      if ceil_mode and (o - 1) * ss >= i + pp: o -= 1  # a last window that would start in the right padding is dropped, as PyTorch
+      pads.append((pp, max(pp, (o - 1) * ss + dd * (kk - 1) + 1 - i - pp)))
+      out.append(o)
+    return k, s, d, p, pads, tuple(out)
+
+  def max_pool2d(self: Tensor, kernel_size: IntOrTuple = (2, 2), stride: IntOrTuple | None = None, padding: IntOrTuple = 0,
+                 dilation: IntOrTuple = 1, ceil_mode: bool = False) -> Tensor:
+    """The max over each window of the last len(kernel_size) axes (the last 2 for an int); padding counts as -inf."""
+    k, s, d, _, pads, o = self._pool_setup(kernel_size, stride, padding, dilation, ceil_mode, "max_pool2d")
+    keep = [None] * (self.ndim - len(k))
+    x = _pool(self.pad(keep + pads, value=self.dtype.min), k, s, d)
+    x = x.shrink(keep + [(0, oo) for oo in o] + [None] * len(k))
+    return x.max(tuple(range(-len(k), 0)))
+
+  def avg_pool2d(self: Tensor, kernel_size: IntOrTuple = (2, 2), stride: IntOrTuple | None = None, padding: IntOrTuple = 0,
+                 ceil_mode: bool = False, count_include_pad: bool = True, divisor_override: int | None = None) -> Tensor:
+    """The mean over each window of the last len(kernel_size) axes. As PyTorch, the divisor counts the zero padding when
+    count_include_pad (but never the extra ceil_mode padding) and only the input's elements otherwise."""
+    k, s, d, p, pads, o = self._pool_setup(kernel_size, stride, padding, 1, ceil_mode, "avg_pool2d")
+    x, keep, nd = self._float(), [None] * (self.ndim - len(k)), len(k)
+    sums = _pool(x.pad(keep + pads), k, s, d).shrink(keep + [(0, oo) for oo in o] + [None] * nd).sum(tuple(range(-nd, 0)))
+    if divisor_override is not None: return sums / divisor_override
+    if all(after == pp for pp, (_, after) in zip(p, pads)) and (count_include_pad or not any(p)): return sums / math.prod(k)
+    # the divisor per window, elementwise (no second reduce): per axis, the window [o*s - p, o*s - p + k) clipped to the
+    # padded input [-p, i + p) when the padding counts, else to the input [0, i); the counts of the axes multiply
+    count = None
+    for j, (i, kk, ss, pp, oo) in enumerate(zip(self.shape[-nd:], k, s, p, o)):
+      lo, hi = (-pp, i + pp) if count_include_pad else (0, i)
+      start = type(self).arange(oo, dtype=dtypes.int32, device=self.device) * ss - pp
+      c = ((start + kk).minimum(hi) - start.maximum(lo)).reshape(oo, *[1] * (nd - 1 - j))
+      count = c if count is None else count * c
+    return sums / count
+
+  # ---- normalization ----
+  def layernorm(self: Tensor, axis: int | tuple[int, ...] = -1, eps: float = 1e-5) -> Tensor:
+    """(x - mean) / sqrt(var + eps) over `axis`, the biased variance (correction 0), without weight or bias."""
+    x = self._float()
+    return (x - x.mean(axis, keepdim=True)) * (x.var(axis, keepdim=True, correction=0) + eps).rsqrt()
+
+  def layer_norm(self: Tensor, normalized_shape: IntOrTuple, weight: Tensor | None = None, bias: Tensor | None = None,
+                 eps: float = 1e-5) -> Tensor:
+    """PyTorch's F.layer_norm: normalize over the trailing axes `normalized_shape`, then scale by weight and shift by bias."""
+    ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    if not 0 < len(ns) <= self.ndim or self.shape[self.ndim - len(ns):] != ns:
+      raise RuntimeError(f"Given normalized_shape={list(ns)}, expected input with shape [*, {', '.join(map(str, ns))}], "
+                         f"but got input of size{list(self.shape)}")
+    out = self.layernorm(tuple(range(-len(ns), 0)), eps)
+    if weight is not None: out = out * weight
+    return out if bias is None else out + bias
+
+  def batchnorm(self: Tensor, weight: Tensor | None, bias: Tensor | None, mean: Tensor, invstd: Tensor) -> Tensor:
+    """(x - mean) * invstd * weight + bias with the parameters, of shape (C,), along axis 1 (as tinygrad's batchnorm)."""
+    shape = (1, -1, *[1] * (self.ndim - 2))
+    x = (self - mean.reshape(shape)) * invstd.reshape(shape)
+    if weight is not None: x = x * weight.reshape(shape)
+    return x if bias is None else x + bias.reshape(shape)
+
+  def batch_norm(self: Tensor, running_mean: Tensor | None, running_var: Tensor | None, weight: Tensor | None = None,
+                 bias: Tensor | None = None, training: bool = False, eps: float = 1e-5) -> Tensor:
+    """PyTorch's F.batch_norm over axis 1: with training, the batch's own mean and biased variance (the running statistics
+    are not updated: tensors are immutable here); otherwise running_mean and running_var."""
+    if self.ndim < 2: raise RuntimeError(f"batch_norm: expected an input with at least 2 dimensions (N, C, ...), got shape {self.shape}")
+    c = self.shape[1]
+    for name, t in (("running_mean", running_mean), ("running_var", running_var), ("weight", weight), ("bias", bias)):
+      if t is not None and t.shape != (c,): raise RuntimeError(f"batch_norm: {name} must have shape ({c},) for input {self.shape}, got {t.shape}")
+    axes = (0, *range(2, self.ndim))
+    if training:
+      if math.prod(self.shape[a] for a in axes) <= 1:
+        raise ValueError(f"Expected more than 1 value per channel when training, got input size {list(self.shape)}")
+      x = self._float()
+      mean, var = x.mean(axes), x.var(axes, correction=0)
+    elif running_mean is None or running_var is None: raise RuntimeError("batch_norm: running_mean and running_var are needed when not training")
+    else: mean, var = running_mean, running_var
+    return self._float().batchnorm(weight, bias, mean, (var + eps).rsqrt())

@@ -1,0 +1,111 @@
+"""Random numbers generated lazily on the device with THREEFRY (Threefry-2x32, a counter-based generator).
+
+Every call draws a fresh key: THREEFRY(call number, seed), so two calls differ and `Tensor.manual_seed(s)` replays the same
+sequence of calls. Element i of a call is THREEFRY(i, key) on the uint64 counter from an arange: 64 random bits, computed
+where the tensor is used (nothing is generated on the host, and nothing is materialized before use).
+
+Bits to floats: the top m+1 bits of the 64 (m = the dtype's mantissa bits: 24 for float32, 11 for float16, 8 for bfloat16,
+53 for float64) as an integer times 2^-(m+1). Every such value is exactly representable in the dtype, so the result is
+uniform on a grid of step 2^-(m+1) over [0, 1), never 1.0 (a rounding cast from a finer grid could give 1.0)."""
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from tinyspec.dtype import DType, dtypes, to_dtype
+from tinyspec.tensor.movement import shape_arg
+from tinyspec.uop.ops import Ops
+from tinyspec.uop.uop import UOp
+
+if TYPE_CHECKING:
+  from tinyspec.tensor.tensor import Tensor
+
+_GRID_BITS = {dtypes.float16: 11, dtypes.bfloat16: 8, dtypes.float32: 24, dtypes.float64: 53}
+
+
+class RandomMixin:
+  """Seeded random tensors. The generator state is two ints shared by every Tensor: the seed and the number of calls so far."""
+  _seed: int = 0
+  _calls: int = 0
+
+  @staticmethod
+  def manual_seed(seed: int = 0) -> None:
+    """Restart the generator at `seed` (any int; taken modulo 2^64): the calls that follow give the same numbers every time."""
+    RandomMixin._seed, RandomMixin._calls = int(seed), 0
+
+  @classmethod
+  def _random_bits(cls, n: int, device: str | None) -> Tensor:
+    """n uint64 words of random bits: THREEFRY of the counters 0..n-1 under this call's key."""
+    call, RandomMixin._calls = RandomMixin._calls, RandomMixin._calls + 1
+    key = UOp(Ops.THREEFRY, (UOp.const(call, dtypes.uint64), UOp.const(RandomMixin._seed, dtypes.uint64)))
+    counter = cls.arange(n, dtype=dtypes.uint64, device=device)
+    return counter._new(UOp(Ops.THREEFRY, (counter.uop, key.reshape((1,)).expand((n,)))))
+
+  @classmethod
+  def rand(cls, *shape, dtype: DType | str | None = None, device: str | None = None, requires_grad: bool | None = None) -> Tensor:
+    """Uniform samples in [0, 1) of `shape` (sizes or one tuple) and float `dtype` (default float32)."""
+    shape, dt = shape_arg(*shape), dtypes.default_float if dtype is None else to_dtype(dtype)
+    if dt not in _GRID_BITS: raise RuntimeError(f"rand: dtype must be a float dtype ({', '.join(map(str, _GRID_BITS))}), got {dt}")
+    if any(s < 0 for s in shape): raise RuntimeError(f"rand: negative dimension in shape {shape}")
+    k = _GRID_BITS[dt]
+    wide = dtypes.float64 if dt == dtypes.float64 else dtypes.float32
+    out = ((cls._random_bits(math.prod(shape), device) >> (64 - k)).cast(wide) * 2.0 ** -k).cast(dt).reshape(shape)
+    out.requires_grad = requires_grad
+    return out
+
+  @classmethod
+  def randn(cls, *shape, dtype: DType | str | None = None, device: str | None = None, requires_grad: bool | None = None) -> Tensor:
+    """Standard normal samples (mean 0, std 1) by the Box-Muller transform: cos(2 pi u1) * sqrt(-2 ln(1 - u2)), with u1 and u2
+    uniform in [0, 1) (so 1 - u2 is in (0, 1] and the log is finite)."""
+    shape, dt = shape_arg(*shape), dtypes.default_float if dtype is None else to_dtype(dtype)
+    if dt not in _GRID_BITS: raise RuntimeError(f"randn: dtype must be a float dtype, got {dt}")
+    n = math.prod(shape)
+    u = cls.rand(2, n, dtype=dtypes.float64 if dt == dtypes.float64 else dtypes.float32, device=device)
+    u1, u2 = u.shrink(((0, 1), None)).reshape(n), u.shrink(((1, 2), None)).reshape(n)
+    out = ((u1 * (2 * math.pi)).cos() * ((1 - u2).log() * -2).sqrt()).cast(dt).reshape(shape)
+    out.requires_grad = requires_grad
+    return out
+
+  @classmethod
+  def randint(cls, *args, low: int | None = None, high: int | None = None, size=None, dtype: DType | str | None = None,
+              device: str | None = None) -> Tensor:
+    """Uniform integers in [low, high), as torch.randint: randint(high, size), randint(low, high, size), or keywords.
+    `dtype` defaults to int32. The bits taken modulo (high - low): the bias is below (high - low) / 2^64."""
+    if len(args) == 3: low, high, size = args
+    elif len(args) == 2 and isinstance(args[1], (tuple, list)): high, size = args
+    elif len(args) == 2: low, high = args
+    elif len(args) == 1: high = args[0]
+    elif args: raise TypeError(f"randint takes (high, size) or (low, high, size), got {len(args)} positional arguments")
+    low = 0 if low is None else low
+    if high is None or size is None: raise TypeError("randint: high and size are required, as randint(high, size) or randint(low, high, size)")
+    if not isinstance(low, int) or not isinstance(high, int): raise TypeError(f"randint: low and high must be ints, got {low!r}, {high!r}")
+    if low >= high: raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
+    dt, shape = dtypes.default_int if dtype is None else to_dtype(dtype), shape_arg(size)
+    if not dtypes.is_int(dt): raise RuntimeError(f"randint: dtype must be an integer dtype, got {dt}")
+    if low < dt.min or high - 1 > dt.max: raise RuntimeError(f"randint: [{low}, {high}) does not fit {dt} [{dt.min}, {dt.max}]")
+    # the offset is added in dt: it wraps around like the hardware, and the sum always lands back in [low, high)
+    return ((cls._random_bits(math.prod(shape), device) % (high - low)).cast(dt) + low).reshape(shape)
+
+  @classmethod
+  def uniform(cls, *shape, low: float = 0.0, high: float = 1.0, dtype: DType | str | None = None, device: str | None = None,
+              requires_grad: bool | None = None) -> Tensor:
+    """Uniform samples in [low, high)."""
+    out = cls.rand(*shape, dtype=dtype, device=device) * (high - low) + low
+    out.requires_grad = requires_grad
+    return out
+
+  @classmethod
+  def normal(cls, *shape, mean: float = 0.0, std: float = 1.0, dtype: DType | str | None = None, device: str | None = None,
+             requires_grad: bool | None = None) -> Tensor:
+    """Normal samples with `mean` and standard deviation `std`."""
+    out = cls.randn(*shape, dtype=dtype, device=device) * std + mean
+    out.requires_grad = requires_grad
+    return out
+
+  def rand_like(self: Tensor, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+    """rand with this tensor's shape, dtype and device unless given."""
+    return type(self).rand(self.shape, dtype=dtype or self.dtype, device=device or self.device)
+
+  def randn_like(self: Tensor, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+    """randn with this tensor's shape, dtype and device unless given."""
+    return type(self).randn(self.shape, dtype=dtype or self.dtype, device=device or self.device)

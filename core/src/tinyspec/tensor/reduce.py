@@ -1,0 +1,171 @@
+"""Reductions built on Tensor's basic sum/max: statistics (mean, var, std), arg reductions, any/all, logsumexp, softmax and the
+cumulative scans. Everything stays one lazy graph: scans use the sliding-window trick of seed 001's prefix_sum."""
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from tinyspec.dtype import DType, dtypes
+from tinyspec.tensor.movement import resolve_dim
+
+if TYPE_CHECKING:
+  from tinyspec.tensor.tensor import Tensor
+
+Axis = int | tuple[int, ...] | list[int] | None
+_CHUNK = 256  # scans longer than 2*_CHUNK run in two stages: an O(n^2) window over the whole axis would be too much work
+
+
+def _acc(x: Tensor) -> Tensor:
+  """x in the dtype its statistics accumulate in: halves sum in float32 (a sum of many halves overflows or loses the small terms)."""
+  return x.cast(dtypes.float32) if x.dtype in (dtypes.float16, dtypes.bfloat16) else x
+
+def identity(op: str, dtype: DType) -> bool | int | float:
+  """The value that leaves `op` ("sum", "max" or "prod") unchanged: what a scan pads with."""
+  if op == "sum": return False if dtype == dtypes.bool else 0
+  if op == "prod": return True if dtype == dtypes.bool else 1
+  return dtype.min  # max: -inf for floats, the smallest int, False
+
+
+class ReduceMixin:
+  """Reductions composed from sum and max (tensor.py's `_reduce` makes those)."""
+
+  # ---- statistics ----
+  def mean(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:
+    """The mean over `axis` (all axes if None). Ints and bool give the default float; an empty reduction gives nan."""
+    x, axes = self._float(), self._axes(axis)
+    # dividing by n = 0 multiplies by inf: an empty mean is 0 * inf = nan, as PyTorch gives
+    return (_acc(x).sum(axes, keepdim=keepdim) / math.prod(self.shape[a] for a in axes)).cast(x.dtype)
+
+  def var(self: Tensor, axis: Axis = None, keepdim: bool = False, correction: int | float = 1) -> Tensor:
+    """The variance over `axis`, dividing by n - correction (1: the unbiased estimate, as PyTorch's default)."""
+    x, axes = self._float(), self._axes(axis)
+    d = _acc(x) - _acc(x).mean(axes, keepdim=True)
+    # n - correction <= 0 divides by 0: nan for a zero sum of squares, inf otherwise (PyTorch's answers)
+    return ((d * d).sum(axes, keepdim=keepdim) / max(0, math.prod(self.shape[a] for a in axes) - correction)).cast(x.dtype)
+
+  def std(self: Tensor, axis: Axis = None, keepdim: bool = False, correction: int | float = 1) -> Tensor:
+    """The standard deviation over `axis`: sqrt of `var` with the same `correction`."""
+    return self.var(axis, keepdim, correction).sqrt()
+
+  def var_mean(self: Tensor, axis: Axis = None, keepdim: bool = False, correction: int | float = 1) -> tuple[Tensor, Tensor]:
+    """(var, mean) over `axis`, as torch.var_mean."""
+    return self.var(axis, keepdim, correction), self.mean(axis, keepdim)
+
+  def std_mean(self: Tensor, axis: Axis = None, keepdim: bool = False, correction: int | float = 1) -> tuple[Tensor, Tensor]:
+    """(std, mean) over `axis`, as torch.std_mean."""
+    return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
+
+  # ---- arg reductions ----
+  def argmax(self: Tensor, axis: int | None = None, keepdim: bool = False) -> Tensor:
+    """The index (int64, as PyTorch) of the largest value along `axis`, the first one on ties (and the first nan, as PyTorch).
+    axis None: the index into the flattened tensor."""
+    if axis is None:
+      out = self.flatten().argmax(0) if self.ndim else self.argmax(0)
+      return out.reshape((1,) * self.ndim) if keepdim else out
+    ax = resolve_dim(axis, self.ndim)
+    if self.ndim == 0: return self._full_like_shape((), 0, dtypes.int64)
+    if (n := self.shape[ax]) == 0: raise IndexError(f"argmax(): Expected reduction dim {ax} to have non-zero size.")
+    hit = self == self.max(ax, keepdim=True)
+    if dtypes.is_float(self.dtype): hit = hit | (self != self)  # nan: a max that propagates it matches nothing else
+    # n - i is largest at the first index, so a max over the hits picks the first one
+    rev = type(self).arange(n, 0, -1, dtype=dtypes.int32, device=self.device).reshape(tuple(n if i == ax else 1 for i in range(self.ndim)))
+    return (n - hit.where(rev, 0).max(ax, keepdim=keepdim)).cast(dtypes.int64)  # found in int32, the kernels' cheaper width
+
+  def argmin(self: Tensor, axis: int | None = None, keepdim: bool = False) -> Tensor:
+    """The index (int64) of the smallest value along `axis`, the first one on ties. axis None: into the flattened tensor."""
+    if self.dtype == dtypes.bool: flipped = self.logical_not()
+    elif dtypes.is_int(self.dtype): flipped = ~self  # ~x reverses the order of signed and unsigned ints alike, without overflow
+    else: flipped = -self
+    return flipped.argmax(axis, keepdim)
+
+  # ---- boolean ----
+  def any(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:
+    """Whether any element along `axis` is nonzero (bool); False over an empty axis."""
+    return self._bool_reduce(axis, keepdim, False)
+
+  def all(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:
+    """Whether every element along `axis` is nonzero (bool); True over an empty axis."""
+    return self._bool_reduce(axis, keepdim, True)
+
+  def _full_like_shape(self: Tensor, shape: tuple[int, ...], value, dtype: DType) -> Tensor:
+    return type(self).full(shape, value, dtype=dtype, device=self.device)
+
+  def _bool_reduce(self: Tensor, axis: Axis, keepdim: bool, every: bool) -> Tensor:
+    axes = self._axes(axis)
+    if any(self.shape[a] == 0 for a in axes): return self._full_like_shape(_reduced_shape(self.shape, axes, keepdim), every, dtypes.bool)
+    b = self.cast(dtypes.bool)
+    return b.logical_not().max(axes, keepdim=keepdim).logical_not() if every else b.max(axes, keepdim=keepdim)
+
+  # ---- exponentials ----
+  def logsumexp(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:
+    """log(sum(exp(x))) over `axis`, computed stably around the max; -inf over an empty axis."""
+    x, axes = self._float(), self._axes(axis)
+    if any(self.shape[a] == 0 for a in axes): return self._full_like_shape(_reduced_shape(self.shape, axes, keepdim), -math.inf, x.dtype)
+    m = x.max(axes, keepdim=True)
+    m = (m.abs() == math.inf).where(0.0, m)  # an infinite max would make x - m nan; shifting by 0 gives torch's inf/-inf
+    out = (x - m).exp().sum(axes, keepdim=True).log() + m
+    return out if keepdim else out.reshape(_reduced_shape(self.shape, axes, False))
+
+  def softmax(self: Tensor, axis: int = -1, dtype: DType | str | None = None) -> Tensor:
+    """exp(x) / sum(exp(x)) along `axis`, with the max subtracted first so exp never overflows. `dtype` casts the input first."""
+    x, ax = (self if dtype is None else self.cast(dtype))._float(), resolve_dim(axis, self.ndim)
+    if x.numel() == 0: return x
+    e = (x - x.max(ax, keepdim=True)).exp()
+    return e / e.sum(ax, keepdim=True)
+
+  def log_softmax(self: Tensor, axis: int = -1, dtype: DType | str | None = None) -> Tensor:
+    """log(softmax(x)) along `axis`, as x - max - log(sum(exp(x - max))): stable, and exact where softmax underflows to 0."""
+    x, ax = (self if dtype is None else self.cast(dtype))._float(), resolve_dim(axis, self.ndim)
+    if x.numel() == 0: return x
+    s = x - x.max(ax, keepdim=True)
+    return s - s.exp().sum(ax, keepdim=True).log()
+
+  # ---- scans ----
+  def cumsum(self: Tensor, axis: int = 0) -> Tensor:
+    """Running sums along `axis`, in the dtype `sum` gives (bool counts as int)."""
+    return self._scan(axis, "sum")
+
+  def cumprod(self: Tensor, axis: int = 0) -> Tensor:
+    """Running products along `axis`, in the dtype `prod` gives."""
+    return self._scan(axis, "prod")
+
+  def cummax(self: Tensor, axis: int = 0) -> Tensor:
+    """Running maxima along `axis` (the values; PyTorch's cummax also returns indices)."""
+    return self._scan(axis, "max")
+
+  def _scan(self: Tensor, axis: int, op: str) -> Tensor:
+    ax = resolve_dim(axis, self.ndim)
+    if self.ndim == 0 or self.shape[ax] == 0: return self.cast(getattr(self, op)().dtype) if op != "max" else self
+    out = _scan_last(self.transpose(ax, -1), op)
+    return out.transpose(ax, -1)
+
+
+def _reduced_shape(shape: tuple[int, ...], axes: tuple[int, ...], keepdim: bool) -> tuple[int, ...]:
+  return tuple(1 if i in axes else s for i, s in enumerate(shape)) if keepdim else tuple(s for i, s in enumerate(shape) if i not in axes)
+
+def _windows(x: Tensor, fill) -> Tensor:
+  """(..., n) -> (..., n, n) whose row i is x[0..i] preceded by n-1-i `fill`s: seed 001's prefix_sum window, on the last axis.
+  Left-padding to 2n-1 and tiling n+1 rows of that length shifts each next row of width 2n by one element."""
+  *b, n = x.shape
+  x = x.pad(tuple([(0, 0)] * len(b) + [(n - 1, 0)]), value=fill)
+  x = x.reshape(*b, 1, 2 * n - 1).expand(*b, n + 1, 2 * n - 1).reshape(*b, (n + 1) * (2 * n - 1))
+  return x.shrink(tuple([(0, s) for s in b] + [(0, 2 * n * n)])).reshape(*b, n, 2 * n).shrink(tuple([(0, s) for s in b] + [(0, n), (0, n)]))
+
+def _combine(a: Tensor, b: Tensor, op: str) -> Tensor:
+  return a + b if op == "sum" else a * b if op == "prod" else a.maximum(b)
+
+def _scan_last(x: Tensor, op: str) -> Tensor:
+  """The inclusive scan of `op` along the last axis. Long axes go in two stages (a scan inside chunks of _CHUNK, then the chunk
+  totals scanned and combined in), so the work is O(n * _CHUNK) instead of O(n^2)."""
+  *b, n = x.shape
+  fill = identity(op, x.dtype)
+  if n <= 2 * _CHUNK: return getattr(_windows(x, fill), op)(-1)
+  m = -(-n // _CHUNK)
+  # pad on the left so the real data ends the last chunk: the padding's fills do not change any real element's scan
+  chunks = _scan_last(x.pad(tuple([(0, 0)] * len(b) + [(m * _CHUNK - n, 0)]), value=fill).reshape(*b, m, _CHUNK), op)
+  totals = chunks.shrink(tuple([(0, s) for s in b] + [(0, m), (_CHUNK - 1, _CHUNK)])).reshape(*b, m)
+  # exclusive scan of the totals: shift right by one, filling the first with the identity
+  before = _scan_last(totals, op).pad(tuple([(0, 0)] * len(b) + [(1, 0)]), value=identity(op, totals.dtype))
+  before = before.shrink(tuple([(0, s) for s in b] + [(0, m)])).reshape(*b, m, 1)
+  out = _combine(chunks, before.expand(*b, m, _CHUNK), op).reshape(*b, m * _CHUNK)
+  return out.shrink(tuple([(0, s) for s in b] + [(m * _CHUNK - n, m * _CHUNK)]))

@@ -1,0 +1,551 @@
+"""Tensor: a lazy n-dimensional array. Its value is `uop`, a tensor graph of seed 001's ops; `realize()` computes it into a
+BUFFER on the tensor's device. Nothing runs before that: every op below only builds UOps.
+
+Making Tensors from UOps (the mixins in reduce.py, nn.py, random.py and movement.py must not import this module):
+  Tensor._from_uop(uop, device=None)  wraps a tensor-graph UOp as it is, no copy. A graph of constants only has no device
+                                      (CONST carries none), so the Tensor keeps `device` for it (default Device.DEFAULT).
+  t._new(uop)                         the same with t's device as that fallback: what every op on t uses.
+
+The graphs keep to the pipeline's form: elementwise sources have one shape (made explicit with RESHAPE + EXPAND) and one
+dtype (made explicit with CAST); constants are CONSTs of shape () broadcast the same way; only `.contiguous()` inserts
+CONTIGUOUS and nothing realizes inside an op.
+
+Dtypes follow PyTorch's promotion with tinyspec's defaults (float32, int32): Python scalars are "weak" and only lift the
+category (bool < int < float), so `int8_tensor + 1` stays int8 and `int_tensor * 2.5` is float32. 0-d tensors are not
+weak (PyTorch treats them like scalars; here they promote like any tensor). `sum` and `prod` of bool and integer
+tensors give int64 as PyTorch does (uint64 stays uint64); float16 sums accumulate in float32.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from tinyspec.device import Device
+from tinyspec.dtype import DType, dtypes, least_upper_dtype, to_dtype
+from tinyspec.engine import realize as engine
+from tinyspec.tensor.movement import MovementMixin, broadcast_const, broadcast_shape, resolve_dim, shape_arg
+from tinyspec.tensor.nn import NNMixin
+from tinyspec.tensor.random import RandomMixin
+from tinyspec.tensor.reduce import ReduceMixin
+from tinyspec.uop.ops import Ops
+from tinyspec.uop.uop import UOp
+
+Scalar = bool | int | float
+_NP_SCALAR = (np.bool_, np.integer, np.floating)
+_INT32 = (-2 ** 31, 2 ** 31 - 1)
+
+
+def _dev(device: str | None) -> str: return Device.DEFAULT if device is None else Device.canonicalize(device)
+
+def _scalar(x: Any) -> Scalar | None:
+  """x as a Python scalar if it is one (numpy scalars included), else None."""
+  if type(x) in (bool, int, float): return x
+  return x.item() if isinstance(x, _NP_SCALAR) else None
+
+def _weak(dt: DType, v: Scalar) -> DType:
+  """The dtype of `tensor op v` for a Python scalar v: v lifts the category (bool < int < float) to its default, never the width."""
+  if isinstance(v, bool): return dt
+  if isinstance(v, int): return dtypes.default_int if dt == dtypes.bool else dt
+  return dt if dtypes.is_float(dt) else dtypes.default_float
+
+def _to_numpy(data: Any, dtype: DType | None) -> np.ndarray:
+  """Nested lists, tuples and numpy data as an array of `dtype`, or of the dtype PyTorch would infer (with tinyspec's defaults)."""
+  if isinstance(data, (list, tuple)):
+    try: arr = np.array(data)
+    except ValueError as e: raise ValueError(f"Tensor: ragged nested sequence: every list at one depth needs the same length ({e})") from None
+    if arr.dtype.kind == "f" or arr.size == 0: infer = dtypes.default_float
+    elif arr.dtype.kind == "b": infer = dtypes.bool
+    elif arr.dtype.kind in "iu":
+      infer = dtypes.default_int
+      if dtype is None and not (_INT32[0] <= arr.min() and arr.max() <= _INT32[1]):
+        raise OverflowError(f"Tensor: values in [{arr.min()}, {arr.max()}] do not fit the default {dtypes.default_int}; pass dtype=dtypes.int64")
+    else: infer = None
+  elif isinstance(data, (np.ndarray, np.generic)): arr, infer = np.asarray(data), None
+  else: raise TypeError(f"Tensor: cannot make a tensor from {type(data).__name__}; pass a number, a nested list, a numpy array, a Tensor or a UOp")
+  if arr.dtype.kind not in "biuf": raise TypeError(f"Tensor: data of numpy dtype {arr.dtype} holds no numbers tinyspec knows (bool, int, float)")
+  dt = dtype or infer or dtypes.from_np(arr.dtype)
+  if dt.np is None: raise NotImplementedError(f"Tensor: {dt} data cannot be built from numpy yet")
+  with np.errstate(all="ignore"): return arr.astype(dt.np)
+
+
+class Tensor(MovementMixin, ReduceMixin, NNMixin, RandomMixin):
+  """A lazy n-dimensional array on a device. `Tensor(data, device=None, dtype=None)` takes a Python number, nested
+  lists, a numpy array (its dtype kept), another Tensor or a UOp."""
+  __hash__ = object.__hash__  # == is elementwise, so a Tensor hashes by identity
+  __array_ufunc__ = None      # numpy defers to the reflected operators: np.float32(2) * t is a Tensor
+  uop: UOp
+  requires_grad: bool | None
+  grad: Tensor | None
+
+  def __init__(self, data: Any, device: str | None = None, dtype: DType | str | None = None, requires_grad: bool | None = None):
+    dt = None if dtype is None else to_dtype(dtype)
+    if device is not None: self._device = Device.canonicalize(device)
+    elif isinstance(data, (Tensor, UOp)) and data.device is not None: self._device = data.device
+    else: self._device = Device.DEFAULT
+    if isinstance(data, Tensor): uop = data.uop
+    elif isinstance(data, UOp): uop = data
+    elif type(data) in (bool, int, float):  # a Python number is a CONST (numpy scalars keep their dtype: they take the array path)
+      if dt is None and type(data) is int and not _INT32[0] <= data <= _INT32[1]:
+        raise OverflowError(f"Tensor: {data} does not fit the default {dtypes.default_int}; pass dtype=dtypes.int64")
+      uop, dt = UOp.const(data, dt or dtypes.from_py(data)), None
+    else:
+      arr = _to_numpy(data, dt)
+      uop, dt = engine.from_numpy(arr, dt or dtypes.from_np(arr.dtype), self._device), None
+    if dt is not None: uop = uop.cast(dt)
+    if device is not None and uop.device is not None and uop.device != self._device: uop = UOp(Ops.COPY, (uop,), self._device)
+    self.uop, self.requires_grad, self.grad = uop, requires_grad, None
+
+  @classmethod
+  def _from_uop(cls, uop: UOp, device: str | None = None) -> Tensor:
+    """A Tensor whose value is `uop`, without a copy. `device` is where a constant-only graph (which has no device) lives."""
+    t = cls.__new__(cls)
+    t.uop, t.requires_grad, t.grad = uop, None, None
+    t._device = device if device is not None else uop.device if uop.device is not None else Device.DEFAULT
+    return t
+  def _new(self, uop: UOp) -> Tensor: return type(self)._from_uop(uop, self.device)
+
+  # ---- properties ----
+  @property
+  def device(self) -> str:
+    """The device the value lives on (a tuple of devices for a sharded value)."""
+    return d if (d := self.uop.device) is not None else self._device
+  @property
+  def shape(self) -> tuple[int, ...]: return self.uop.shape
+  @property
+  def dtype(self) -> DType: return self.uop.dtype
+  @property
+  def ndim(self) -> int: return len(self.uop.shape)
+  def numel(self) -> int: return math.prod(self.shape)
+  def size(self, dim: int | None = None) -> tuple[int, ...] | int:
+    """The shape, or the size of one dimension."""
+    return self.shape if dim is None else self.shape[resolve_dim(dim, self.ndim)]
+  def element_size(self) -> int: return self.dtype.itemsize
+  def __repr__(self) -> str:
+    return f"<Tensor shape={self.shape} dtype={self.dtype!r} device={self.device!r} {'realized' if self.uop.op is Ops.BUFFER else 'lazy'}>"
+
+  # ---- realizing and reading ----
+  def realize(self, *others: Tensor) -> Tensor:
+    """Compute this tensor (and `others`, scheduled together) into buffers; afterwards each one's `uop` is its BUFFER."""
+    todo = [t for t in (self, *others) if t.uop.op is not Ops.BUFFER]
+    for device in dict.fromkeys(t.device for t in todo):  # a constant-only graph names no device: each group says where it goes
+      group = [t for t in todo if t.device == device]
+      for t, buf in zip(group, engine.realize(*(t.uop for t in group), device=device)): t.uop = buf
+    return self
+  def numpy(self) -> np.ndarray:
+    """The value as a new numpy array (realizes)."""
+    return engine.to_numpy(self.realize().uop)
+  def tolist(self) -> Any:
+    """The value as nested Python lists (a Python scalar for a 0-d tensor)."""
+    return self.numpy().tolist()
+  def item(self) -> Scalar:
+    """The one element as a Python scalar."""
+    if self.numel() != 1: raise RuntimeError(f"item(): a Tensor with {self.numel()} elements (shape {self.shape}) cannot be converted to a scalar")
+    return self.numpy().reshape(-1)[0].item()
+  def __len__(self) -> int:
+    if self.ndim == 0: raise TypeError("len() of a 0-d tensor")
+    return self.shape[0]
+  def __iter__(self) -> Iterator[Tensor]:
+    if self.ndim == 0: raise TypeError("iteration over a 0-d tensor")
+    return (self[i] for i in range(self.shape[0]))
+  def __bool__(self) -> bool:
+    if self.numel() != 1: raise RuntimeError(f"the truth value of a Tensor with {self.numel()} elements is ambiguous; use .any() or .all()")
+    return bool(self.item())
+  def __int__(self) -> int: return int(self.item())
+  def __float__(self) -> float: return float(self.item())
+
+  # ---- device, markers, dtype ----
+  def to(self, device: str) -> Tensor:
+    """This tensor on `device`: a COPY when the value lives elsewhere (a constant-only graph needs none)."""
+    device = Device.canonicalize(device)
+    if device == self.device: return self
+    return type(self)._from_uop(self.uop if self.uop.device is None else UOp(Ops.COPY, (self.uop,), device), device)
+  def contiguous(self) -> Tensor:
+    """The same values with a kernel boundary: the value is materialized in its own buffer."""
+    return self._new(UOp(Ops.CONTIGUOUS, (self.uop,)))
+  def detach(self) -> Tensor:
+    """The same values with gradients stopped."""
+    return self._new(UOp(Ops.DETACH, (self.uop,)))
+  def cast(self, dtype: DType | str) -> Tensor:
+    """The values converted to `dtype` (floats to ints truncate toward zero, anything to bool is != 0)."""
+    return self if (dt := to_dtype(dtype)) == self.dtype else self._new(self.uop.cast(dt))
+  def bitcast(self, dtype: DType | str) -> Tensor:
+    """The same bits read as `dtype`, which must have this dtype's itemsize."""
+    dt = to_dtype(dtype)
+    if dt.itemsize != self.dtype.itemsize:
+      raise ValueError(f"bitcast: {self.dtype} ({self.dtype.itemsize} bytes) -> {dt} ({dt.itemsize} bytes): the itemsizes must match")
+    return self if dt == self.dtype else self._new(self.uop.bitcast(dt))
+  def float(self) -> Tensor: return self.cast(dtypes.float32)
+  def half(self) -> Tensor: return self.cast(dtypes.float16)
+  def double(self) -> Tensor: return self.cast(dtypes.float64)
+  def int(self) -> Tensor: return self.cast(dtypes.int32)
+  def long(self) -> Tensor: return self.cast(dtypes.int64)
+  def bool(self) -> Tensor: return self.cast(dtypes.bool)
+
+  # ---- creation ----
+  @classmethod
+  def full(cls, shape: tuple[int, ...] | int, fill_value: Scalar, dtype: DType | str | None = None, device: str | None = None,
+           requires_grad: bool | None = None) -> Tensor:
+    """A tensor of `shape` filled with `fill_value` (a broadcast CONST: no memory until realized)."""
+    shape, v = shape_arg(shape), _scalar(fill_value)
+    if v is None: raise TypeError(f"full: fill_value must be a number, got {type(fill_value).__name__}")
+    if any(s < 0 for s in shape): raise RuntimeError(f"full: negative dimension in shape {shape}")
+    t = cls._from_uop(broadcast_const(v, to_dtype(dtype) if dtype is not None else dtypes.from_py(v), shape), _dev(device))
+    t.requires_grad = requires_grad
+    return t
+  @classmethod
+  def zeros(cls, *shape, dtype: DType | str | None = None, device: str | None = None, requires_grad: bool | None = None) -> Tensor:
+    """A tensor of zeros (float32 unless `dtype`). Takes sizes or one tuple: zeros(2, 3) or zeros((2, 3))."""
+    return cls.full(shape_arg(*shape), 0.0, dtype or dtypes.default_float, device, requires_grad)
+  @classmethod
+  def ones(cls, *shape, dtype: DType | str | None = None, device: str | None = None, requires_grad: bool | None = None) -> Tensor:
+    """A tensor of ones (float32 unless `dtype`)."""
+    return cls.full(shape_arg(*shape), 1.0, dtype or dtypes.default_float, device, requires_grad)
+  @classmethod
+  def empty(cls, *shape, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+    """A new buffer of `shape` whose contents are undefined."""
+    shape, dt = shape_arg(*shape), to_dtype(dtype) if dtype is not None else dtypes.default_float
+    return cls._from_uop(engine.new_buffer(shape, dt, _dev(device)))
+  def full_like(self, fill_value: Scalar, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+    """A tensor of this one's shape (and dtype and device, unless given) filled with `fill_value`."""
+    return type(self).full(self.shape, fill_value, dtype or self.dtype, device or self.device)
+  def zeros_like(self, dtype: DType | str | None = None, device: str | None = None) -> Tensor: return self.full_like(0, dtype, device)
+  def ones_like(self, dtype: DType | str | None = None, device: str | None = None) -> Tensor: return self.full_like(1, dtype, device)
+
+  @classmethod
+  def _iota(cls, n: int, dtype: DType, device: str | None) -> Tensor:
+    """0, 1, ..., n-1 without a reduction: over k = bits(n) axes of size 2, axis j holds [0, 2^(k-1-j)] (a padded CONST),
+    and their broadcast sum read in row-major order counts in binary; shrunk to n. O(log n) nodes, one elementwise kernel."""
+    k = max(n - 1, 0).bit_length()
+    out = broadcast_const(0, dtype, (2,) * k)
+    for j in range(k):
+      digit = broadcast_const(1 << (k - 1 - j), dtype, (1,)).pad((1,), (2,))  # [0, 2^(k-1-j)]
+      out = out + digit.reshape((1,) * j + (2,) + (1,) * (k - 1 - j)).expand((2,) * k)
+    return cls._from_uop(out.reshape((1 << k,)).shrink((0,), (n,)) if (1 << k) != n else out.reshape((n,)), _dev(device))
+  @classmethod
+  def arange(cls, start: Scalar, stop: Scalar | None = None, step: Scalar = 1, dtype: DType | str | None = None,
+             device: str | None = None, requires_grad: bool | None = None) -> Tensor:
+    """start, start+step, ... up to (not including) stop, as numpy's and PyTorch's arange: int32 for int arguments, else float32."""
+    if stop is None: start, stop = 0, start
+    if step == 0: raise ValueError("arange: step must be nonzero")
+    n = max(0, math.ceil((stop - start) / step))
+    dt = to_dtype(dtype) if dtype is not None else dtypes.default_float if any(isinstance(x, float) for x in (start, stop, step)) \
+      else dtypes.default_int
+    idx_dt = dt if dtypes.is_int(dt) else dtypes.int64 if n > _INT32[1] else dtypes.int32
+    t = cls._iota(n, idx_dt, device).cast(dt)
+    if step != 1: t = t * step
+    if start != 0: t = t + start
+    (t := t.cast(dt)).requires_grad = requires_grad
+    return t
+  @classmethod
+  def linspace(cls, start: Scalar, end: Scalar, steps: int, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+    """`steps` evenly spaced values from start to end, both included. The first half counts up from start and the second
+    half down from end (as PyTorch does), so both ends are exact."""
+    if steps < 0: raise RuntimeError(f"linspace: number of steps must be non-negative, got {steps}")
+    dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
+    if steps == 1: return cls.full((1,), start, dt, device)
+    i = cls._iota(steps, dtypes.int32, device).cast(dt if dtypes.is_float(dt) and dt.itemsize >= 4 else dtypes.float32)
+    step = (end - start) / max(steps - 1, 1)
+    return (i < steps // 2).where(i * step + start, (i - (steps - 1)) * step + end).cast(dt)
+  @classmethod
+  def eye(cls, n: int, m: int | None = None, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+    """The n x m identity. For the k x k square, k = min(n, m): rows [1, 0 .. 0] of length k+1 laid end to end and cut into
+    rows of k put the ones on the diagonal (no comparison, no arange); then zero padding to n x m."""
+    m = n if m is None else m
+    if n < 0 or m < 0: raise RuntimeError(f"eye: sizes must be non-negative, got n={n}, m={m}")
+    dt, k = to_dtype(dtype) if dtype is not None else dtypes.default_float, min(n, m)
+    sq = broadcast_const(1, dt, (k, 1)).pad((0, 0), (k, k + 1)).reshape((k * (k + 1),)).shrink((0,), (k * k,)).reshape((k, k))
+    return cls._from_uop(sq if (k, k) == (n, m) else sq.pad((0, 0), (n, m)), _dev(device))
+
+  # ---- elementwise: broadcasting and promotion ----
+  def _broadcast_to(self, shape: tuple[int, ...]) -> Tensor: return self if self.shape == shape else self.expand(shape)
+  def _broadcasted(self, y: Tensor | Scalar, reverse: bool = False, match_dtype: bool = True) -> tuple[Tensor, Tensor]:
+    """(self, y) brought to one shape (broadcasting) and, with match_dtype, one dtype (PyTorch's promotion, scalars weak);
+    swapped when `reverse`. Python scalars become CONSTs on self's device."""
+    if isinstance(y, Tensor):
+      if y.device != self.device:
+        raise RuntimeError(f"expected all tensors on the same device, got {self.device} and {y.device} (move one with .to())")
+      dt = least_upper_dtype(self.dtype, y.dtype)
+    elif (v := _scalar(y)) is not None: dt = _weak(self.dtype, v); y = self._new(UOp.const(v, dt))
+    else: raise TypeError(f"unsupported operand: Tensor and {type(y).__name__}")
+    x, shape = self, broadcast_shape(self.shape, y.shape)
+    if match_dtype: x, y = x.cast(dt), y.cast(dt)
+    x, y = x._broadcast_to(shape), y._broadcast_to(shape)
+    return (y, x) if reverse else (x, y)
+  def _binop(self, op: Ops, y: Tensor | Scalar, reverse: bool = False) -> Tensor:
+    x, y = self._broadcasted(y, reverse)
+    return x._new(UOp(op, (x.uop, y.uop)))
+  def _unop(self, op: Ops) -> Tensor: return self._new(UOp(op, (self.uop,)))
+  def _float(self) -> Tensor:
+    """This tensor in a float dtype: its own if it has one, else the default float (as PyTorch's exp of an int tensor)."""
+    return self if dtypes.is_float(self.dtype) else self.cast(dtypes.default_float)
+  def _const_like(self, v: Scalar) -> Tensor: return self._new(broadcast_const(v, self.dtype, self.shape))
+
+  # ---- arithmetic ----
+  def add(self, y: Tensor | Scalar, reverse: bool = False) -> Tensor:
+    """self + y (bool + bool is logical or, as in PyTorch)."""
+    x, y = self._broadcasted(y, reverse)
+    return x._new(UOp(Ops.OR if x.dtype == dtypes.bool else Ops.ADD, (x.uop, y.uop)))
+  def sub(self, y: Tensor | Scalar, reverse: bool = False) -> Tensor:
+    """self - y: ADD(self, MUL(y, -1)), which wraps around correctly for unsigned ints too."""
+    x, y = self._broadcasted(y, reverse)
+    if x.dtype == dtypes.bool: raise RuntimeError("subtraction of bool tensors is not supported; use ^ or logical_xor()")
+    return x._new(x.uop + (-y.uop))
+  def mul(self, y: Tensor | Scalar, reverse: bool = False) -> Tensor:
+    """self * y (bool * bool is logical and)."""
+    x, y = self._broadcasted(y, reverse)
+    return x._new(UOp(Ops.AND if x.dtype == dtypes.bool else Ops.MUL, (x.uop, y.uop)))
+  def div(self, y: Tensor | Scalar, reverse: bool = False, rounding_mode: str | None = None) -> Tensor:
+    """self / y: true division (ints give the default float) as MUL(x, RECIP(y)); rounding_mode "floor" or "trunc" as PyTorch."""
+    if rounding_mode == "floor": return self.floordiv(y, reverse)
+    x, y = self._broadcasted(y, reverse)
+    if rounding_mode == "trunc":
+      if not dtypes.is_float(x.dtype):
+        q = x // y  # floor; step toward zero where the quotient is negative and inexact
+        return (((x % y).ne(0)) & ((x < 0).ne(y < 0))).where(q + 1, q)
+      return (x / y).trunc()
+    if rounding_mode is not None: raise ValueError(f"div: rounding_mode must be None, 'floor' or 'trunc', got {rounding_mode!r}")
+    x, y = x._float(), y._float()
+    return x._new(x.uop * y.uop.recip())
+  def floordiv(self, y: Tensor | Scalar, reverse: bool = False) -> Tensor:
+    """floor(self / y), PyTorch's floor_divide: IDIV for ints (x // 0 is 0 here; PyTorch raises), floor of the quotient for floats."""
+    x, y = self._broadcasted(y, reverse)
+    if x.dtype == dtypes.bool: raise RuntimeError("floor division of bool tensors is not supported")
+    return x._new(UOp(Ops.IDIV, (x.uop, y.uop))) if dtypes.is_int(x.dtype) else (x / y).floor()
+  def mod(self, y: Tensor | Scalar, reverse: bool = False) -> Tensor:
+    """self mod y with y's sign, PyTorch's remainder: MOD for ints (x % 0 is 0), x - floor(x / y) * y for floats."""
+    x, y = self._broadcasted(y, reverse)
+    if x.dtype == dtypes.bool: raise RuntimeError("remainder of bool tensors is not supported")
+    return x._new(UOp(Ops.MOD, (x.uop, y.uop))) if dtypes.is_int(x.dtype) else x - (x / y).floor() * y
+  def neg(self) -> Tensor:
+    if self.dtype == dtypes.bool: raise RuntimeError("negation of a bool tensor is not supported; use ~ or logical_not() to invert a mask")
+    return self._new(-self.uop)
+  def _int_pow(self, e: int) -> Tensor:
+    """self ** e for an int e >= 0 by square-and-multiply: exact, and about 2*log2(e) multiplies."""
+    out, base = None, self
+    while e:
+      if e & 1: out = base if out is None else out * base
+      if e := e >> 1: base = base * base
+    return out if out is not None else self.ones_like()
+  def pow(self, y: Tensor | Scalar, reverse: bool = False) -> Tensor:
+    """self ** y as PyTorch: an integral scalar exponent multiplies exactly; otherwise POW on |base| with the sign put back for
+    a negative base and an odd integral exponent (nan for a non-integral one), and x ** 0 = 1 ** y = 1. Integer results are
+    computed in float32 and rounded (exact up to 2**24)."""
+    if not reverse and (v := _scalar(y)) is not None and not isinstance(v, bool) and float(v).is_integer() and abs(v) <= 2 ** 31:
+      if self.dtype == dtypes.bool: x = self.cast(dtypes.default_int if isinstance(v, int) else dtypes.default_float)
+      else: x = self.cast(_weak(self.dtype, v))
+      if v >= 0: return x._int_pow(int(v))
+      if not dtypes.is_float(x.dtype): raise RuntimeError("integers to negative integer powers are not allowed")
+      return x._int_pow(int(-v)).reciprocal()
+    x, y = self._broadcasted(y, reverse)
+    a, b = x._float(), y._float()
+    if a.dtype == dtypes.float16: a, b = a.float(), b.float()  # the log/exp round trip needs more than float16's 11 bits
+    p = a._new(UOp(Ops.POW, (a.abs().uop, b.uop)))
+    integral = b.trunc() == b
+    odd = integral & ((b * 0.5).trunc() != b * 0.5)
+    out = (a < 0).where(integral.where(odd.where(-p, p), math.nan), p)
+    out = ((b == 0) | (a == 1)).where(1.0, out)
+    if dtypes.is_float(x.dtype): return out.cast(x.dtype)
+    return (out.abs() < 1).where(out.trunc(), out.round()).cast(x.dtype)  # |result| < 1 only for negative exponents: 0, as PyTorch
+
+  __add__ = add
+  __sub__ = sub
+  __mul__ = mul
+  __truediv__ = div
+  __floordiv__ = floordiv
+  __mod__ = mod
+  __pow__ = pow
+  __neg__ = neg
+  def __radd__(self, y) -> Tensor: return self.add(y, True)
+  def __rsub__(self, y) -> Tensor: return self.sub(y, True)
+  def __rmul__(self, y) -> Tensor: return self.mul(y, True)
+  def __rtruediv__(self, y) -> Tensor: return self.div(y, True)
+  def __rfloordiv__(self, y) -> Tensor: return self.floordiv(y, True)
+  def __rmod__(self, y) -> Tensor: return self.mod(y, True)
+  def __rpow__(self, y) -> Tensor: return self.pow(y, True)
+
+  # ---- comparisons and logic: all give bool ----
+  def lt(self, y: Tensor | Scalar) -> Tensor: return self._binop(Ops.CMPLT, y)
+  def gt(self, y: Tensor | Scalar) -> Tensor: return self._binop(Ops.CMPLT, y, reverse=True)
+  def ne(self, y: Tensor | Scalar) -> Tensor: return self._binop(Ops.CMPNE, y)
+  def eq(self, y: Tensor | Scalar) -> Tensor: return self.ne(y).logical_not()
+  def le(self, y: Tensor | Scalar) -> Tensor:
+    # not (y < x) is wrong for nan: floats need (x < y) or (x == y)
+    x, y = self._broadcasted(y)
+    return x.lt(y) | x.eq(y) if dtypes.is_float(x.dtype) else y.lt(x).logical_not()
+  def ge(self, y: Tensor | Scalar) -> Tensor:
+    x, y = self._broadcasted(y)
+    return y.le(x)
+  __lt__, __gt__, __le__, __ge__ = lt, gt, le, ge
+  def __eq__(self, y) -> Tensor: return self.eq(y) if isinstance(y, Tensor) or _scalar(y) is not None else NotImplemented  # type: ignore[override]
+  def __ne__(self, y) -> Tensor: return self.ne(y) if isinstance(y, Tensor) or _scalar(y) is not None else NotImplemented  # type: ignore[override]
+  def logical_not(self) -> Tensor:
+    """Elementwise not, as bool (nonzero is true)."""
+    return self._new(self.cast(dtypes.bool).uop.ne(True))
+  def logical_and(self, y: Tensor | Scalar) -> Tensor: return self.cast(dtypes.bool) & (y.cast(dtypes.bool) if isinstance(y, Tensor) else bool(y))
+  def logical_or(self, y: Tensor | Scalar) -> Tensor: return self.cast(dtypes.bool) | (y.cast(dtypes.bool) if isinstance(y, Tensor) else bool(y))
+  def logical_xor(self, y: Tensor | Scalar) -> Tensor: return self.cast(dtypes.bool) ^ (y.cast(dtypes.bool) if isinstance(y, Tensor) else bool(y))
+  def _bitwise(self, op: Ops, y: Tensor | Scalar, reverse: bool = False, shift: bool = False) -> Tensor:
+    x, y = self._broadcasted(y, reverse)
+    if dtypes.is_float(x.dtype) or (shift and x.dtype == dtypes.bool):
+      raise TypeError(f"{op.name.lower()} is not defined for {x.dtype}: it takes {'integer' if shift else 'integer or bool'} tensors")
+    return x._new(UOp(op, (x.uop, y.uop)))
+  def bitwise_and(self, y: Tensor | Scalar, reverse: bool = False) -> Tensor: return self._bitwise(Ops.AND, y, reverse)
+  def bitwise_or(self, y: Tensor | Scalar, reverse: bool = False) -> Tensor: return self._bitwise(Ops.OR, y, reverse)
+  def bitwise_xor(self, y: Tensor | Scalar, reverse: bool = False) -> Tensor: return self._bitwise(Ops.XOR, y, reverse)
+  def lshift(self, y: Tensor | int, reverse: bool = False) -> Tensor: return self._bitwise(Ops.SHL, y, reverse, shift=True)
+  def rshift(self, y: Tensor | int, reverse: bool = False) -> Tensor:
+    """self >> y: arithmetic for signed ints (the sign fills in), logical for unsigned."""
+    return self._bitwise(Ops.SHR, y, reverse, shift=True)
+  def bitwise_not(self) -> Tensor:
+    """~self: logical not for bool, XOR with all ones for ints."""
+    if dtypes.is_float(self.dtype): raise TypeError(f"bitwise_not is not defined for {self.dtype}: it takes integer or bool tensors")
+    return self._new(self.uop ^ (True if self.dtype == dtypes.bool else -1))
+  __and__, __or__, __xor__, __lshift__, __rshift__, __invert__ = bitwise_and, bitwise_or, bitwise_xor, lshift, rshift, bitwise_not
+  def __rand__(self, y) -> Tensor: return self.bitwise_and(y, True)
+  def __ror__(self, y) -> Tensor: return self.bitwise_or(y, True)
+  def __rxor__(self, y) -> Tensor: return self.bitwise_xor(y, True)
+  def __rlshift__(self, y) -> Tensor: return self.lshift(y, True)
+  def __rrshift__(self, y) -> Tensor: return self.rshift(y, True)
+
+  def maximum(self, y: Tensor | Scalar) -> Tensor:
+    """Elementwise max (nan wins, as PyTorch)."""
+    x, y = self._broadcasted(y)
+    return x | y if x.dtype == dtypes.bool else x._new(UOp(Ops.MAX, (x.uop, y.uop)))
+  def minimum(self, y: Tensor | Scalar) -> Tensor:
+    """Elementwise min: -max(-x, -y) for floats (keeps nan), a select for ints (negation overflows at the most negative int)."""
+    x, y = self._broadcasted(y)
+    if x.dtype == dtypes.bool: return x & y
+    return -((-x).maximum(-y)) if dtypes.is_float(x.dtype) else (x < y).where(x, y)
+  def where(self: Tensor, x: Tensor | Scalar, y: Tensor | Scalar) -> Tensor:
+    """x where this condition is true (nonzero), else y; Tensor.where(cond, x, y) reads the same. x and y promote together."""
+    cond = self.cast(dtypes.bool)
+    if isinstance(x, Tensor): x, y = x._broadcasted(y)
+    elif isinstance(y, Tensor): y, x = y._broadcasted(x)
+    else:
+      if (vx := _scalar(x)) is None or (vy := _scalar(y)) is None: raise TypeError(f"where: x and y must be tensors or numbers, got {x!r}, {y!r}")
+      dt = least_upper_dtype(dtypes.from_py(vx), dtypes.from_py(vy))
+      x, y = cond._new(UOp.const(vx, dt)), cond._new(UOp.const(vy, dt))
+    if x.device != cond.device: raise RuntimeError(f"where: condition on {cond.device}, values on {x.device}")
+    shape = broadcast_shape(cond.shape, x.shape)
+    cond, x, y = cond._broadcast_to(shape), x._broadcast_to(shape), y._broadcast_to(shape)
+    return x._new(UOp(Ops.WHERE, (cond.uop, x.uop, y.uop)))
+  def clamp(self, min: Tensor | Scalar | None = None, max: Tensor | Scalar | None = None) -> Tensor:  # min, max: PyTorch's names
+    """Values clipped to [min, max] (either may be None; where min > max the result is max, as PyTorch). nan stays nan."""
+    if min is None and max is None: raise RuntimeError("clamp: at least one of min and max must be given")
+    out = self
+    if min is not None: out, lo = out._broadcasted(min); out = (out < lo).where(lo, out)
+    if max is not None: out, hi = out._broadcasted(max); out = (out > hi).where(hi, out)
+    return out
+  clip = clamp
+
+  # ---- unary ----
+  def abs(self) -> Tensor:
+    if self.dtype == dtypes.bool or dtypes.is_unsigned(self.dtype): return self
+    return (self < 0).where(-self, self)
+  def sign(self) -> Tensor:
+    """-1, 0 or 1 in this dtype (nan stays nan; bool is itself)."""
+    if self.dtype == dtypes.bool: return self
+    s = (self > 0).where(self._const_like(1), self._const_like(0))
+    if dtypes.is_unsigned(self.dtype): return s
+    s = (self < 0).where(self._const_like(-1), s)
+    return self.isnan().where(self, s) if dtypes.is_float(self.dtype) else s
+  def isnan(self) -> Tensor: return self.ne(self) if dtypes.is_float(self.dtype) else self.full_like(False, dtypes.bool)
+  def isinf(self) -> Tensor: return (self == math.inf) | (self == -math.inf) if dtypes.is_float(self.dtype) else self.full_like(False, dtypes.bool)
+  def isfinite(self) -> Tensor: return (self.isnan() | self.isinf()).logical_not()
+  def square(self) -> Tensor: return self * self
+  def _math(self, f: Callable[[Tensor], Tensor]) -> Tensor:
+    """f computed in a float dtype: ints take the default float; float16 computes in float32 and rounds once at the end (as
+    PyTorch does), since the decompositions of EXP2, LOG2, SIN... lose too much in 11 bits."""
+    x = self._float()
+    return f(x.float()).cast(x.dtype) if x.dtype.itemsize < 4 else f(x)
+  def reciprocal(self) -> Tensor: return self._float()._unop(Ops.RECIP)
+  def sqrt(self) -> Tensor: return self._math(lambda x: x._unop(Ops.SQRT))
+  def rsqrt(self) -> Tensor: return self._math(lambda x: x._unop(Ops.SQRT)._unop(Ops.RECIP))
+  def exp2(self) -> Tensor: return self._math(lambda x: x._unop(Ops.EXP2))
+  def log2(self) -> Tensor: return self._math(lambda x: x._unop(Ops.LOG2))
+  def exp(self) -> Tensor:
+    """e**x as EXP2(x * log2(e))."""
+    return self._math(lambda x: (x * (1 / math.log(2)))._unop(Ops.EXP2))
+  def log(self) -> Tensor:
+    """ln(x) as LOG2(x) * ln(2)."""
+    return self._math(lambda x: x._unop(Ops.LOG2) * math.log(2))
+  def sin(self) -> Tensor: return self._math(lambda x: x._unop(Ops.SIN))
+  def cos(self) -> Tensor:
+    """cos(x) = sin(x + pi/2): one SIN."""
+    return self._math(lambda x: (x + math.pi / 2)._unop(Ops.SIN))
+  def tan(self) -> Tensor: return self._math(lambda x: x.sin() / x.cos())
+  def trunc(self) -> Tensor: return self._unop(Ops.TRUNC) if dtypes.is_float(self.dtype) else self
+  def floor(self) -> Tensor:
+    if not dtypes.is_float(self.dtype): return self
+    t = self.trunc()
+    return (self < t).where(t - 1, t)
+  def ceil(self) -> Tensor:
+    if not dtypes.is_float(self.dtype): return self
+    t = self.trunc()
+    return (self > t).where(t + 1, t)
+  def round(self) -> Tensor:
+    """Round half to even, as PyTorch: from f = floor(x), up when x - f > 0.5, and at exactly 0.5 only if f is odd.
+    (x - floor(x) is exact for every float; large floats are integers already and have x - f = 0.)"""
+    if not dtypes.is_float(self.dtype): return self
+    f = self.floor()
+    frac, odd = self - f, (f * 0.5).floor() * 2 != f
+    return ((frac > 0.5) | ((frac == 0.5) & odd)).where(f + 1, f)
+  def lerp(self, end: Tensor | Scalar, weight: Tensor | Scalar) -> Tensor: return self + (end - self) * weight
+
+  # ---- activations ----
+  def relu(self) -> Tensor: return self.maximum(0)
+  def leaky_relu(self, neg_slope: float = 0.01) -> Tensor: return (x := self._float()).lt(0).where(x * neg_slope, x)
+  def sigmoid(self) -> Tensor: return self._math(lambda x: (1 + (-x).exp()).reciprocal())
+  def tanh(self) -> Tensor: return self._math(lambda x: 2 * (2 * x).sigmoid() - 1)
+  def silu(self) -> Tensor: return self * self.sigmoid()
+  swish = silu
+  def gelu(self) -> Tensor:
+    """The tanh approximation 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3))), as tinygrad (PyTorch's gelu(approximate='tanh'))."""
+    x = self._float()
+    return 0.5 * x * (1 + (math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)).tanh())
+  def softplus(self, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+    """log(1 + exp(beta x)) / beta, and x itself where beta x > threshold (as PyTorch)."""
+    x = self._float()
+    return (x * beta > threshold).where(x, (1 + (x * beta).exp()).log() / beta)
+  def elu(self, alpha: float = 1.0) -> Tensor: return (x := self._float()).gt(0).where(x, alpha * (x.exp() - 1))
+  def hardtanh(self, min_val: float = -1.0, max_val: float = 1.0) -> Tensor: return self.clamp(min_val, max_val)
+
+  # ---- the basic reductions (the rest are in reduce.py) ----
+  def _axes(self, axis: int | tuple[int, ...] | list[int] | None) -> tuple[int, ...]:
+    """`axis` as sorted non-negative axes; None is all of them. A 0-d tensor accepts axis 0 or -1 and reduces nothing."""
+    if axis is None: return tuple(range(self.ndim))
+    axes = tuple(resolve_dim(a, self.ndim) for a in (axis if isinstance(axis, (tuple, list)) else (axis,)))
+    if len(set(axes)) != len(axes): raise RuntimeError(f"axis {axis}: an axis appears more than once")
+    return () if self.ndim == 0 else tuple(sorted(axes))
+  def _reduce(self, op: Ops, axis: int | tuple[int, ...] | None = None, keepdim: bool = False) -> Tensor:
+    """REDUCE with op ADD, MUL or MAX over `axis` in this dtype; the reduced axes kept as size 1 or dropped."""
+    axes = self._axes(axis)
+    if not axes: return self
+    out = self.uop.reduce(op, axes)
+    return self._new(out if keepdim else out.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes)))
+  def _acc_dtype(self, dtype: DType | str | None) -> Tensor:
+    if dtype is not None: return self.cast(dtype)
+    return self.cast(dtypes.int64) if self.dtype == dtypes.bool or (dtypes.is_int(self.dtype) and self.dtype != dtypes.uint64) else self
+  def sum(self, axis: int | tuple[int, ...] | None = None, keepdim: bool = False, dtype: DType | str | None = None) -> Tensor:
+    """Sum over `axis` (all axes when None). bool and ints give int64, as PyTorch; float16 and bfloat16 accumulate in float32."""
+    x = self._acc_dtype(dtype)
+    if dtypes.is_float(x.dtype) and x.dtype.itemsize < 4: return x.float()._reduce(Ops.ADD, axis, keepdim).cast(x.dtype)
+    return x._reduce(Ops.ADD, axis, keepdim)
+  def prod(self, axis: int | tuple[int, ...] | None = None, keepdim: bool = False, dtype: DType | str | None = None) -> Tensor:
+    """Product over `axis`; dtypes as sum."""
+    x = self._acc_dtype(dtype)
+    if dtypes.is_float(x.dtype) and x.dtype.itemsize < 4: return x.float()._reduce(Ops.MUL, axis, keepdim).cast(x.dtype)
+    return x._reduce(Ops.MUL, axis, keepdim)
+  def max(self, axis: int | tuple[int, ...] | None = None, keepdim: bool = False) -> Tensor:
+    """The largest value over `axis` (values only; no indices). Reducing an empty axis is an error."""
+    if any(self.shape[a] == 0 for a in self._axes(axis)): raise RuntimeError(f"max: cannot reduce an empty axis of shape {self.shape}")
+    if self.dtype == dtypes.bool: return self.cast(dtypes.uint8)._reduce(Ops.MAX, axis, keepdim).cast(dtypes.bool)
+    return self._reduce(Ops.MAX, axis, keepdim)
+  def min(self, axis: int | tuple[int, ...] | None = None, keepdim: bool = False) -> Tensor:
+    """The smallest value over `axis`: -max(-x) for floats, ~max(~x) for ints and bool (~ reverses their order exactly)."""
+    if any(self.shape[a] == 0 for a in self._axes(axis)): raise RuntimeError(f"min: cannot reduce an empty axis of shape {self.shape}")
+    if dtypes.is_float(self.dtype): return -((-self).max(axis, keepdim))
+    return ~((~self).max(axis, keepdim))
