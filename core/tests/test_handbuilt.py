@@ -3,26 +3,16 @@ examples is rebuilt here with seed 001's ops as tinyspec's kernels use them (doc
 verified at the "kernel" stage, linearized, checked in seed 003's listing form and run on the PYTHON device."""
 import numpy as np
 import pytest
+from kernel_builders import ZERO, end, f32, i32, load, lower, param, special, store
 from tinyspec.device import Buffer, Device
-from tinyspec.dtype import AddrSpace, dtypes
+from tinyspec.dtype import AddrSpace
 from tinyspec.engine.expand import expand
 from tinyspec.engine.linearize import linearize
 from tinyspec.uop import AxisType, Ops, UOp, verify
 from tinyspec.viz import render_listing
 
 rng = np.random.default_rng(0)
-f32, i32 = dtypes.float32, dtypes.int32
 
-def param(k, size, dtype): return UOp(Ops.PARAM, (UOp.vec((size,)),), (k, dtype))
-def load(buf, i, *alt_gate): return UOp(Ops.LOAD, (buf.index(i), *alt_gate))
-def store(buf, i, val, *gate): return UOp(Ops.STORE, (buf.index(i), val, *gate))
-def special(name, n): return UOp(Ops.SPECIAL, (UOp.const(n),), name)
-def end(body, *ranges): return UOp(Ops.END, (body, *ranges))
-ZERO = UOp.const(0)
-
-def lower(sink: UOp) -> UOp:
-  verify(sink, "kernel")
-  return linearize(sink)
 
 def rows(linear: UOp) -> list[tuple[str, str, list[int], str]]:
   """(op, dtype, source positions, arg) of each line of the listing."""

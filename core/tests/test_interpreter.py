@@ -3,29 +3,14 @@ memory with BARRIERs, loops that must run one iteration at a time and loops that
 loads, IF blocks, dtypes and variables."""
 import numpy as np
 import pytest
+from kernel_builders import ZERO, after, barrier, end, f32, i32, load, local, lower, param, special, store
 from tinyspec.device import Buffer, Device
 from tinyspec.dtype import AddrSpace, dtypes
-from tinyspec.engine.linearize import linearize
 from tinyspec.interpreter.run import Interpreter
 from tinyspec.uop import AxisType, Ops, UOp, verify
 
 rng = np.random.default_rng(1)
-f32, i32 = dtypes.float32, dtypes.int32
 
-def param(k, size, dtype): return UOp(Ops.PARAM, (UOp.vec((size,)),), (k, dtype))
-def load(buf, i, *alt_gate): return UOp(Ops.LOAD, (buf.index(i), *alt_gate))
-def store(buf, i, val, *gate): return UOp(Ops.STORE, (buf.index(i), val, *gate))
-def special(name, n): return UOp(Ops.SPECIAL, (UOp.const(n),), name)
-def end(body, *ranges): return UOp(Ops.END, (body, *ranges))
-def local(size, dtype=f32, slot=0): return UOp(Ops.BUFFER, (UOp.vec((size,)),), (slot, dtype, None, AddrSpace.LOCAL))
-def after(buf, *deps): return UOp(Ops.AFTER, (buf, *deps))
-def barrier(*deps): return UOp(Ops.BARRIER, deps)
-ZERO = UOp.const(0)
-
-def lower(*roots: UOp) -> UOp:
-  sink = UOp.sink(*roots)
-  verify(sink, "kernel")
-  return linearize(sink)
 
 def run(linear: UOp, *arrays: np.ndarray, vals=None, name="kernel") -> list[np.ndarray]:
   """Run on copies of `arrays` (one per buffer PARAM, already in its dtype); the copies afterwards."""
