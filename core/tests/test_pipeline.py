@@ -151,3 +151,13 @@ def test_zero_size_reduce_and_loop_invariant_reduction():
   np.testing.assert_array_equal(run(z.reduce(Ops.ADD, (0,))), [[0, 0, 0]])
   ones = UOp.const(1.0, dtypes.float32).reshape((1, 1)).expand((4, 3)).reduce(Ops.ADD, (0,))
   np.testing.assert_array_equal(run(ones), [[4, 4, 4]])
+
+def test_big_loop_nests_run_in_chunks(monkeypatch):
+  from tinyspec.interpreter import run as interp
+  monkeypatch.setattr(interp, "LANES", 7)  # every loop nest is far bigger: each loop runs in chunks of a few iterations
+  R._kernels.clear()
+  an, bn = rng.standard_normal((5, 9), dtype=np.float32), rng.standard_normal((9, 4), dtype=np.float32)
+  a, b = buf(an), buf(bn)
+  out = (a.reshape((5, 9, 1)).expand((5, 9, 4)) * b.reshape((1, 9, 4)).expand((5, 9, 4))).reduce(Ops.ADD, (1,)).reshape((5, 4))
+  np.testing.assert_allclose(run(out), an @ bn, rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(run(a.reduce(Ops.MAX, (0, 1))), [[an.max()]])

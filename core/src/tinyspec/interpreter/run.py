@@ -4,9 +4,12 @@ value is an array over the axes it depends on (size 1 on the others), so a whole
 A loop runs vectorised unless its iterations depend on each other: a STORE to memory whose address does not move with
 the loop, a register written without being an accumulation, a buffer both read and written inside. Those loops run one
 iteration at a time. An accumulation `acc = acc <op> x` inside vectorised loops reduces x over the loops' axes at once.
+A loop nest bigger than LANES iterations runs its loops in chunks, which keeps memory bounded.
 GPU-style programs run in lockstep over SPECIAL gidx/lidx axes: LOCAL memory is one array per workgroup, and a BARRIER
 needs no action because every lane finishes each instruction before the next begins."""
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -15,6 +18,7 @@ from tinyspec.interpreter.alu import np_dtype, run_alu
 from tinyspec.uop.ops import GroupOp, Ops
 from tinyspec.uop.uop import UOp
 
+LANES = 1 << 20  # the most iterations a vectorised loop nest runs at once
 _REDUCE_UFUNC = {Ops.ADD: np.add, Ops.MUL: np.multiply, Ops.MAX: np.maximum}
 _NOTHING = (Ops.END, Ops.ENDIF, Ops.BARRIER, Ops.GROUP, Ops.SINK)
 
@@ -132,10 +136,12 @@ class Interpreter:
         end, n = self.closing[i], self._scalar(u.src[0])
         if i in self.sequential:
           for v in range(n): env[u] = np.full((1,) * self.ndim, v, np.int64); self._run(i + 1, end, mask)
-        else:
-          env[u] = self._lane(u, np.arange(n)); self.open_axes[self.axis[u]] = n
-          self._run(i + 1, end, mask)
-          del self.open_axes[self.axis[u]]
+        else:  # in chunks, so no value holds more than LANES elements: a big loop nest must not exhaust memory
+          step = max(1, LANES // max(1, math.prod(self.open_axes.values())))
+          for start in range(0, n, step):
+            env[u] = self._lane(u, np.arange(start, min(n, start + step))); self.open_axes[self.axis[u]] = min(step, n - start)
+            self._run(i + 1, end, mask)
+          self.open_axes.pop(self.axis[u], None)
         i = end + 1; continue
       if op is Ops.IF:
         gate = env[u.src[0]]

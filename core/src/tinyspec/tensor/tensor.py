@@ -289,9 +289,11 @@ class Tensor(MovementMixin, ReduceMixin, NNMixin, RandomMixin):
     x, y = self._broadcasted(y, reverse)
     return x._new(UOp(Ops.OR if x.dtype == dtypes.bool else Ops.ADD, (x.uop, y.uop)))
   def sub(self, y: Tensor | Scalar, reverse: bool = False) -> Tensor:
-    """self - y: ADD(self, MUL(y, -1)), which wraps around correctly for unsigned ints too."""
+    """self - y: ADD(self, MUL(y, -1)), which wraps around correctly for unsigned ints too. A bool operand is an error even
+    where the other one promotes it (PyTorch's rule: `mask - 1` is almost always a mistaken inversion)."""
+    if dtypes.bool in (self.dtype, y.dtype if isinstance(y, Tensor) else dtypes.from_py(y) if _scalar(y) is not None else None):
+      raise RuntimeError("subtraction with a bool operand is not supported; use ~ or logical_not() to invert a mask, ^ for bools")
     x, y = self._broadcasted(y, reverse)
-    if x.dtype == dtypes.bool: raise RuntimeError("subtraction of bool tensors is not supported; use ^ or logical_xor()")
     return x._new(x.uop + (-y.uop))
   def mul(self, y: Tensor | Scalar, reverse: bool = False) -> Tensor:
     """self * y (bool * bool is logical and)."""
@@ -300,7 +302,8 @@ class Tensor(MovementMixin, ReduceMixin, NNMixin, RandomMixin):
   def div(self, y: Tensor | Scalar, reverse: bool = False, rounding_mode: str | None = None) -> Tensor:
     """self / y: true division (ints give the default float) as MUL(x, RECIP(y)); rounding_mode "floor" or "trunc" as PyTorch."""
     if rounding_mode == "floor": return self.floordiv(y, reverse)
-    x, y = self._broadcasted(y, reverse)
+    # true division of an int tensor by a Python scalar goes to float first, so the scalar is not wrapped (uint8 / -2 is -x/2)
+    x, y = (self if rounding_mode is not None or isinstance(y, Tensor) else self._float())._broadcasted(y, reverse)
     if rounding_mode == "trunc":
       if not dtypes.is_float(x.dtype):
         q = x // y  # floor; step toward zero where the quotient is negative and inexact
@@ -318,7 +321,9 @@ class Tensor(MovementMixin, ReduceMixin, NNMixin, RandomMixin):
     """self mod y with y's sign, PyTorch's remainder: MOD for ints (x % 0 is 0), x - floor(x / y) * y for floats."""
     x, y = self._broadcasted(y, reverse)
     if x.dtype == dtypes.bool: raise RuntimeError("remainder of bool tensors is not supported")
-    return x._new(UOp(Ops.MOD, (x.uop, y.uop))) if dtypes.is_int(x.dtype) else x - (x / y).floor() * y
+    if dtypes.is_int(x.dtype): return x._new(UOp(Ops.MOD, (x.uop, y.uop)))
+    if x.dtype.itemsize < 4: return x.float().mod(y.float()).cast(x.dtype)  # float16's x/y is too coarse: compute in float32 (as PyTorch)
+    return x - (x / y).floor() * y
   def neg(self) -> Tensor:
     if self.dtype == dtypes.bool: raise RuntimeError("negation of a bool tensor is not supported; use ~ or logical_not() to invert a mask")
     return self._new(-self.uop)
@@ -390,7 +395,7 @@ class Tensor(MovementMixin, ReduceMixin, NNMixin, RandomMixin):
   def _bitwise(self, op: Ops, y: Tensor | Scalar, reverse: bool = False, shift: bool = False) -> Tensor:
     x, y = self._broadcasted(y, reverse)
     if dtypes.is_float(x.dtype) or (shift and x.dtype == dtypes.bool):
-      raise TypeError(f"{op.name.lower()} is not defined for {x.dtype}: it takes {'integer' if shift else 'integer or bool'} tensors")
+      raise RuntimeError(f"{op.name.lower()} is not defined for {x.dtype}: it takes {'integer' if shift else 'integer or bool'} tensors")
     return x._new(UOp(op, (x.uop, y.uop)))
   def bitwise_and(self, y: Tensor | Scalar, reverse: bool = False) -> Tensor: return self._bitwise(Ops.AND, y, reverse)
   def bitwise_or(self, y: Tensor | Scalar, reverse: bool = False) -> Tensor: return self._bitwise(Ops.OR, y, reverse)
