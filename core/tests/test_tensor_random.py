@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from tinyspec import Tensor, dtypes
 from tinyspec.device import Device
+from tinyspec.uop.ops import Ops
 
 
 @pytest.fixture(autouse=True)
@@ -26,8 +27,16 @@ def test_manual_seed_reproduces_and_calls_differ():
 
 def test_rand_is_lazy_threefry():
   t = Tensor.rand(3, 4)
-  ops = {u.op.name for u in t.uop.toposort()}
-  assert "THREEFRY" in ops and "BUFFER" not in ops  # generated where it is used, nothing made on the host
+  buffers = [u for u in t.uop.toposort() if u.op is Ops.BUFFER]
+  assert Ops.THREEFRY in {u.op for u in t.uop.toposort()}
+  assert [b.shape for b in buffers] == [(2,)]  # generated where it is used: the host only supplies the call number and seed
+
+def test_rand_calls_reuse_one_compiled_kernel():
+  from tinyspec.engine.realize import stats
+  Tensor.rand(3, 4).realize()
+  before = stats["kernels_compiled"]
+  a, b = Tensor.rand(3, 4).numpy(), Tensor.rand(3, 4).numpy()
+  assert stats["kernels_compiled"] == before and (a != b).any()
 
 def test_rand_range_and_moments():
   u = Tensor.rand(10000).numpy()

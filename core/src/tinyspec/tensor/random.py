@@ -1,8 +1,9 @@
 """Random numbers generated lazily on the device with THREEFRY (Threefry-2x32, a counter-based generator).
 
-Every call draws a fresh key: THREEFRY(call number, seed), so two calls differ and `Tensor.manual_seed(s)` replays the same
-sequence of calls. Element i of a call is THREEFRY(i, key) on the uint64 counter from an arange: 64 random bits, computed
-where the tensor is used (nothing is generated on the host, and nothing is materialized before use).
+Every call draws a fresh key: THREEFRY(call number, seed), read from a two-word buffer (data, not constants, so every
+call is the same kernel), so two calls differ and `Tensor.manual_seed(s)` replays the same sequence of calls. Element i
+of a call is THREEFRY(i, key) on the uint64 counter from an arange: 64 random bits, computed where the tensor is used
+(the host supplies only the two words, and nothing is materialized before use).
 
 Bits to floats: the top m+1 bits of the 64 (m = the dtype's mantissa bits: 24 for float32, 11 for float16, 8 for bfloat16,
 53 for float64) as an integer times 2^-(m+1). Every such value is exactly representable in the dtype, so the result is
@@ -11,6 +12,8 @@ from __future__ import annotations
 
 import math
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from tinyspec.dtype import DType, dtypes, to_dtype
 from tinyspec.tensor.movement import shape_arg
@@ -37,9 +40,11 @@ class RandomMixin:
   def _random_bits(cls, n: int, device: str | None) -> Tensor:
     """n uint64 words of random bits: THREEFRY of the counters 0..n-1 under this call's key."""
     call, RandomMixin._calls = RandomMixin._calls, RandomMixin._calls + 1
-    key = UOp(Ops.THREEFRY, (UOp.const(call, dtypes.uint64), UOp.const(RandomMixin._seed, dtypes.uint64)))
+    # the call number and seed are data, not constants, so every call is the same computation: compiled once, then cached
+    state = cls(np.array([call, RandomMixin._seed % 2 ** 64], np.uint64), device=device).uop
+    key = UOp(Ops.THREEFRY, (state.shrink((0,), (1,)), state.shrink((1,), (1,))))
     counter = cls.arange(n, dtype=dtypes.uint64, device=device)
-    return counter._new(UOp(Ops.THREEFRY, (counter.uop, key.reshape((1,)).expand((n,)))))
+    return counter._new(UOp(Ops.THREEFRY, (counter.uop, key.expand((n,)))))
 
   @classmethod
   def rand(cls, *shape, dtype: DType | str | None = None, device: str | None = None, requires_grad: bool | None = None) -> Tensor:
