@@ -161,3 +161,9 @@ def test_big_loop_nests_run_in_chunks(monkeypatch):
   out = (a.reshape((5, 9, 1)).expand((5, 9, 4)) * b.reshape((1, 9, 4)).expand((5, 9, 4))).reduce(Ops.ADD, (1,)).reshape((5, 4))
   np.testing.assert_allclose(run(out), an @ bn, rtol=1e-5, atol=1e-5)
   np.testing.assert_allclose(run(a.reduce(Ops.MAX, (0, 1))), [[an.max()]])
+
+def test_deep_graphs_lower_without_recursion():
+  x = buf(np.array([1.0, 2.0], np.float32))
+  y = x
+  for _ in range(3000): y = y * 1.0 + 0.5  # deeper than Python's recursion limit
+  np.testing.assert_allclose(run(y), [1501.0, 1502.0])

@@ -15,6 +15,7 @@ doing the same work on other buffers are the same UOp and compile once."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tinyspec.dtype import DType
@@ -91,7 +92,8 @@ class _KernelBuilder:
     self.realized, self.buffer_of = realized, buffer_of
     self.params: dict[int, UOp] = {}   # schedule buffer id -> this kernel's PARAM
     self.ranges: list[UOp] = []
-    self.memo: dict[tuple, UOp] = {}
+    self.memo: dict[tuple, UOp] = {}   # (node, indices, valid, root) -> its lowered value
+    self.plans: dict[tuple, tuple] = {}
 
   def param(self, buf_id: int, size: int, dtype: DType) -> UOp:
     if buf_id not in self.params: self.params[buf_id] = UOp(Ops.PARAM, (UOp.vec((size,)),), (len(self.params), dtype))
@@ -109,38 +111,46 @@ class _KernelBuilder:
     return UOp(Ops.LOAD, (idx, UOp.const(0, u.dtype), valid))
 
   def lower(self, u: UOp, idxs: tuple[UOp, ...], valid: UOp | None = None, root: bool = False) -> UOp:
-    key = (u, idxs, valid)
-    if (done := self.memo.get(key)) is not None: return done
-    out = self.memo[key] = self._lower(u, idxs, valid, root)
-    return out
+    """u's value at index tuple `idxs`, reading memory only where `valid` holds. An explicit stack, not recursion, so deep
+    graphs (thousands of chained ops) lower fine."""
+    stack: list[tuple] = [(u, idxs, valid, root)]
+    while stack:
+      key = stack[-1]
+      if key in self.memo: stack.pop(); continue
+      if key not in self.plans: self.plans[key] = self._plan(*key)
+      needs, combine = self.plans[key]
+      if missing := [k for k in needs if k not in self.memo]: stack.extend(missing); continue
+      self.memo[stack.pop()] = combine([self.memo[k] for k in needs])
+    return self.memo[(u, idxs, valid, root)]
 
-  def _lower(self, u: UOp, idxs: tuple[UOp, ...], valid: UOp | None, root: bool) -> UOp:
-    op = u.op
-    if op is Ops.PARAM or (not root and u in self.realized): return self.load(u, idxs, valid)
-    if op is Ops.CONST: return u
+  def _plan(self, u: UOp, idxs: tuple[UOp, ...], valid: UOp | None, root: bool) -> tuple[list[tuple], Callable[[list[UOp]], UOp]]:
+    """What lowering u at idxs needs (sources at their indices) and how it builds u's value from theirs."""
+    op, same = u.op, (lambda vs: vs[0])
+    if op is Ops.PARAM or (not root and u in self.realized): return [], lambda vs: self.load(u, idxs, valid)
+    if op is Ops.CONST: return [], lambda vs: u
     if op in GroupOp.Elementwise or op is Ops.BITCAST:  # right-aligned broadcasting: a lower-rank source reads the last axes
-      return u.replace(src=tuple(self.lower(s, tuple(_ZERO if d == 1 else i for i, d in zip(idxs[len(idxs) - s.ndim:], s.shape)), valid)
-                                 for s in u.src))
-    if op in GroupOp.Marker: return self.lower(u.src[0], idxs, valid)
+      return [(s, tuple(_ZERO if d == 1 else i for i, d in zip(idxs[len(idxs) - s.ndim:], s.shape)), valid, False) for s in u.src], \
+             lambda vs: u.replace(src=tuple(vs))
     src = u.src[0]
-    if op is Ops.RESHAPE: return self.lower(src, _unflatten(flat_index(idxs, u.shape), src.shape), valid)
-    if op is Ops.EXPAND: return self.lower(src, tuple(_ZERO if s == 1 else i for i, s in zip(idxs, src.shape)), valid)
-    if op is Ops.PERMUTE: return self.lower(src, tuple(idxs[u.arg.index(d)] for d in range(src.ndim)), valid)
-    if op is Ops.FLIP: return self.lower(src, tuple(s - 1 - i if f else i for i, s, f in zip(idxs, u.shape, u.arg)), valid)
-    if op is Ops.SHRINK: return self.lower(src, tuple(i + o if o else i for i, o in zip(idxs, vec_values(u.src[1]))), valid)
+    def at(new_idxs, new_valid=valid): return [(src, tuple(new_idxs), new_valid, False)]
+    if op in GroupOp.Marker: return at(idxs), same
+    if op is Ops.RESHAPE: return at(_unflatten(flat_index(idxs, u.shape), src.shape)), same
+    if op is Ops.EXPAND: return at(_ZERO if s == 1 else i for i, s in zip(idxs, src.shape)), same
+    if op is Ops.PERMUTE: return at(idxs[u.arg.index(d)] for d in range(src.ndim)), same
+    if op is Ops.FLIP: return at(s - 1 - i if f else i for i, s, f in zip(idxs, u.shape, u.arg)), same
+    if op is Ops.SHRINK: return at(i + o if o else i for i, o in zip(idxs, vec_values(u.src[1]))), same
     if op is Ops.PAD:  # inside the source's window read it, outside the value is 0
       inside, offs = None, vec_values(u.src[1])
       for i, o, s, n in zip(idxs, offs, src.shape, u.shape):
         for c in ([(i < o).ne(True)] if o else []) + ([i < o + s] if o + s < n else []): inside = c if inside is None else inside & c
-      if inside is None: return self.lower(src, idxs, valid)
-      val = self.lower(src, tuple(i - o if o else i for i, o in zip(idxs, offs)), inside if valid is None else valid & inside)
-      return inside.where(val, UOp.const(0, u.dtype))
+      if inside is None: return at(idxs), same
+      return at((i - o if o else i for i, o in zip(idxs, offs)), inside if valid is None else valid & inside), \
+             lambda vs: inside.where(vs[0], UOp.const(0, u.dtype))
     if op is Ops.REDUCE:
       rop, axes = u.arg
       src_idxs = tuple(self.new_range(src.shape[d], AxisType.REDUCE) if d in axes else i for d, i in enumerate(idxs))
       ranges = tuple(src_idxs[d] for d in axes if src_idxs[d].op is Ops.RANGE)
-      val = self.lower(src, src_idxs, valid)
-      return UOp(Ops.REDUCE, (val, *ranges), (rop, ())) if ranges else val
+      return at(src_idxs), (lambda vs: UOp(Ops.REDUCE, (vs[0], *ranges), (rop, ()))) if ranges else same
     raise NotImplementedError(f"rangeify: {op.name} in a tensor graph (shape {u.shape}, dtype {u.dtype})")
 
   def kernel(self, u: UOp, out_id: int) -> ScheduleItem:
