@@ -316,14 +316,15 @@ class Tensor(MovementMixin, ReduceMixin, NNMixin, RandomMixin):
     """floor(self / y), PyTorch's floor_divide: IDIV for ints (x // 0 is 0 here; PyTorch raises), floor of the quotient for floats."""
     x, y = self._broadcasted(y, reverse)
     if x.dtype == dtypes.bool: raise RuntimeError("floor division of bool tensors is not supported")
-    return x._new(UOp(Ops.IDIV, (x.uop, y.uop))) if dtypes.is_int(x.dtype) else (x / y).floor()
+    if dtypes.is_int(x.dtype): return x._new(UOp(Ops.IDIV, (x.uop, y.uop)))
+    # float16's rounded x/y can cross an integer: compute in float32 and round once, as PyTorch
+    return x.float().floordiv(y.float()).cast(x.dtype) if x.dtype.itemsize < 4 else (x / y).floor()
   def mod(self, y: Tensor | Scalar, reverse: bool = False) -> Tensor:
     """self mod y with y's sign, PyTorch's remainder: MOD for ints (x % 0 is 0), x - floor(x / y) * y for floats."""
     x, y = self._broadcasted(y, reverse)
     if x.dtype == dtypes.bool: raise RuntimeError("remainder of bool tensors is not supported")
     if dtypes.is_int(x.dtype): return x._new(UOp(Ops.MOD, (x.uop, y.uop)))
-    if x.dtype.itemsize < 4: return x.float().mod(y.float()).cast(x.dtype)  # float16's x/y is too coarse: compute in float32 (as PyTorch)
-    return x - (x / y).floor() * y
+    return x.float().mod(y.float()).cast(x.dtype) if x.dtype.itemsize < 4 else x - (x / y).floor() * y  # float16: as floordiv
   def neg(self) -> Tensor:
     if self.dtype == dtypes.bool: raise RuntimeError("negation of a bool tensor is not supported; use ~ or logical_not() to invert a mask")
     return self._new(-self.uop)
@@ -344,6 +345,8 @@ class Tensor(MovementMixin, ReduceMixin, NNMixin, RandomMixin):
       if v >= 0: return x._int_pow(int(v))
       if not dtypes.is_float(x.dtype): raise RuntimeError("integers to negative integer powers are not allowed")
       return x._int_pow(int(-v)).reciprocal()
+    if self.dtype == dtypes.bool and (y.dtype == dtypes.bool if isinstance(y, Tensor) else reverse and isinstance(_scalar(y), bool)):
+      raise RuntimeError("pow of a bool base to a bool tensor exponent is not supported (as PyTorch)")
     x, y = self._broadcasted(y, reverse)
     a, b = x._float(), y._float()
     if a.dtype == dtypes.float16: a, b = a.float(), b.float()  # the log/exp round trip needs more than float16's 11 bits
