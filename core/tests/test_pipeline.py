@@ -167,3 +167,9 @@ def test_deep_graphs_lower_without_recursion():
   y = x
   for _ in range(3000): y = y * 1.0 + 0.5  # deeper than Python's recursion limit
   np.testing.assert_allclose(run(y), [1501.0, 1502.0])
+
+def test_accumulator_inside_a_loop_it_does_not_depend_on():
+  # the reduction depends on axes 0 and 2 but runs inside the loop of axis 1 too: its register is set up again each time
+  xn = rng.standard_normal((2, 3, 1, 1), dtype=np.float32)
+  out = buf(xn).expand((2, 3, 4, 2)).reduce(Ops.ADD, (1,)).permute((1, 0, 2, 3))
+  np.testing.assert_allclose(run(out), np.broadcast_to(xn, (2, 3, 4, 2)).sum(1, keepdims=True).transpose(1, 0, 2, 3), rtol=1e-6)

@@ -481,12 +481,9 @@ def test_indexing_random():
     ts, th = random_index(rs)
     try: want = r[th]
     except Exception: raises_like(lambda ts=ts: x[ts], lambda th=th: r[th]); continue
-    if want.numel() == 0 and any(isinstance(e, (list, Tensor)) for e in ts): continue  # test_empty_advanced_index_result
     try: check(x[ts], want)
     except AssertionError as e: raise AssertionError(f"x[{ts}]: {e}") from None
 
-@pytest.mark.xfail(strict=True, reason="pipeline: a kernel with a size-0 loop axis and an index expression dividing by that size "
-                   "(IDIV by CONST 0 after isel) fails in engine/linearize.py: 'no valid order; stuck with open blocks RANGE...'")
 @pytest.mark.parametrize("case", ["index", "reduce"])
 def test_empty_advanced_index_result(case):
   """An advanced index whose result is empty, and the core of its graph: a reduce over an expand to a size-0 axis, permuted."""

@@ -10,7 +10,7 @@ Then every node gets a *scope*, the RANGEs and IFs it runs inside (those it depe
 way), and the nodes are emitted: whatever fits the open blocks first (so loop-invariant work lands before its loop),
 else the innermost block is closed once nothing left needs it, else the next block is opened (the one that closes
 earliest in dependency order). A pure node may run inside a loop it does not depend on (only slower), never inside an IF
-it does not depend on; a STORE runs in exactly its own loops."""
+it does not depend on; a STORE to memory others see runs in exactly its own loops."""
 from __future__ import annotations
 
 from tinyspec.dtype import AddrSpace
@@ -21,7 +21,14 @@ from tinyspec.uop.spec import verify_between_stages
 from tinyspec.uop.uop import UOp
 
 _ZERO = UOp.const(0)
-SIDE_EFFECTS = (Ops.STORE, Ops.BARRIER, Ops.ATOMICADD)
+
+def _side_effect(u: UOp) -> bool:
+  """A write to memory others see (a register write is private: redoing it in an outer loop's every iteration is harmless)."""
+  if u.op in (Ops.BARRIER, Ops.ATOMICADD): return True
+  if u.op is not Ops.STORE: return False
+  buf = u.src[0]
+  while buf.op in (Ops.INDEX, Ops.AFTER): buf = buf.src[0]
+  return not (buf.op is Ops.BUFFER and buf.arg[3] is AddrSpace.REG)
 
 
 def scopes(root: UOp) -> dict[UOp, frozenset[UOp]]:
@@ -98,7 +105,7 @@ def linearize(kernel: UOp) -> UOp:
     # a node fits where all it runs in is open; but no IF may be open that it does not depend on (it would become conditional),
     # and a side effect runs exactly in its own loops (in another loop it would repeat)
     fits = next((u for u in ready if u.op not in (Ops.RANGE, Ops.IF, Ops.END, Ops.ENDIF) and sc[u] <= opened
-                 and (sc[u] == opened if u.op in SIDE_EFFECTS else all(b in sc[u] for b in open_ if b.op is Ops.IF))), None)
+                 and (sc[u] == opened if _side_effect(u) else all(b in sc[u] for b in open_ if b.op is Ops.IF))), None)
     if fits is not None: emit(fits); continue
     if open_ and needs[open_[-1]] == 0 and closer[open_[-1]] in ready:  # nothing left runs inside the innermost block
       emit(closer[open_.pop()]); continue
