@@ -12,7 +12,6 @@ from __future__ import annotations
 import itertools
 import math
 import os
-import time
 import weakref
 from dataclasses import dataclass
 from typing import Any
@@ -150,8 +149,3 @@ def realize(*uops: UOp, device: str | None = None) -> tuple[UOp, ...]:
   bufs = _run(cs, [_buffers[a] for a in fn.src[1:]])
   results = iter(buffer_uop(u.shape, bufs[o]) if o >= cs.sched.n_args else fn.src[1 + o] for u, o in zip(todo, cs.sched.outputs))
   return tuple(u if u.op is Ops.BUFFER else next(results) for u in uops)
-
-def timed(f, *args):
-  """(result, seconds) of f(*args): for benchmarks."""
-  st = time.perf_counter()
-  return f(*args), time.perf_counter() - st
