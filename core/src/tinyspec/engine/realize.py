@@ -12,7 +12,9 @@ from __future__ import annotations
 import itertools
 import math
 import os
+import threading
 import weakref
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,13 +23,15 @@ import numpy as np
 from tinyspec.device import Device
 from tinyspec.device.memory import Buffer, buffer_np_dtype
 from tinyspec.dtype import DType
-from tinyspec.engine.callify import callify
+from tinyspec.engine import multi
+from tinyspec.engine.callify import callify, inline, inline_calls, outside_bodies, resolve_calls
 from tinyspec.engine.expand import expand
 from tinyspec.engine.isel import isel
 from tinyspec.engine.linearize import linearize
 from tinyspec.engine.memplan import memory_plan
 from tinyspec.engine.rangeify import Schedule, rangeify
 from tinyspec.uop.ops import AxisType, Ops
+from tinyspec.uop.spec import verify_between_stages
 from tinyspec.uop.uop import UOp
 from tinyspec.viz import render_listing
 
@@ -58,8 +62,15 @@ def from_numpy(arr: np.ndarray, dtype: DType, device: str) -> UOp:
   return buffer_uop(arr.shape, Buffer(device, arr.size, dtype).copyin(np.ascontiguousarray(arr, buffer_np_dtype(dtype))))
 
 def to_numpy(buf: UOp) -> np.ndarray:
-  """A copy of a BUFFER UOp's contents, shaped as the buffer."""
+  """A copy of a realized value's contents (a BUFFER, or a value on several devices, gathered), shaped as the value."""
+  if multi.is_multi(buf): buf = realize(UOp(Ops.COPY, (buf,), buf.device[0]))[0]
   return _buffers[buf].numpy().reshape(buf.shape)
+
+_realized_views: weakref.WeakSet[UOp] = weakref.WeakSet()
+
+def is_realized(u: UOp) -> bool:
+  """A BUFFER, or the form realize gives a value on several devices (a view of a BUFFER over them)."""
+  return u.op is Ops.BUFFER or u in _realized_views
 
 # ---- kernels ----
 
@@ -122,30 +133,130 @@ def _compile_schedule(fn: UOp, device: str) -> CompiledSchedule:
   stats["schedules_built"] += 1
   return CompiledSchedule(sched, tuple(steps), tuple(memory_plan(sched)), devices)
 
+_lock = threading.Lock()
+_workers: dict[str, ThreadPoolExecutor] = {}
+
+def _step(kind: str, k: CompiledKernel | None, dev: str, ids: tuple[int, ...], bufs: list[Buffer], debug: int) -> None:
+  if kind == "copy": bufs[ids[0]].copyin(bufs[ids[1]].numpy()); return
+  t = k.program(*(bufs[i].handle for i in ids), wait=debug >= 1)
+  with _lock: stats["kernels_run"] += 1; count = stats["kernels_run"]
+  if debug >= 1:
+    print(f"*** {dev:10s} {count:5d} {k.name:24s} {t * 1e3:9.3f} ms" +
+          (f"  bufs {[bufs[i].size for i in ids]}  {sum(bufs[i].nbytes for i in set(ids)) / 1e6:.3f} MB" if debug >= 2 else ""))
+
+def _after(deps: list[Future], *step) -> None:
+  for d in deps: d.result()
+  _step(*step)
+
 def _run(cs: CompiledSchedule, args: list[Buffer]) -> list[Buffer]:
+  """Allocate the schedule's buffers and run its steps. Steps on one device run in order; with several devices each has
+  a worker thread, and a step waits only for the steps that write what it reads (or read what it overwrites), so work
+  on different devices runs at the same time."""
   sched, n = cs.sched, cs.sched.n_args
   bufs: list[Buffer | None] = list(args) + [None] * len(sched.buffers)
   for i, (size, dtype, _) in enumerate(sched.buffers):
     b = n + i
     bufs[b] = bufs[cs.home[b]] if cs.home[b] != b else Buffer(cs.devices[i], size, dtype).allocate()
   debug = DEBUG()
+  if len({dev for _, _, dev, _ in cs.steps}) <= 1:
+    for step in cs.steps: _step(*step, bufs, debug)
+    return bufs  # type: ignore[return-value]
+  writer: dict[int, Future] = {}
+  readers: dict[int, list[Future]] = {}
+  running = []
   for kind, k, dev, ids in cs.steps:
-    if kind == "copy": bufs[ids[0]].copyin(bufs[ids[1]].numpy()); continue
-    t = k.program(*(bufs[i].handle for i in ids), wait=debug >= 1)
-    stats["kernels_run"] += 1
-    if debug >= 1:
-      print(f"*** {dev:10s} {stats['kernels_run']:5d} {k.name:24s} {t * 1e3:9.3f} ms" +
-            (f"  bufs {[bufs[i].size for i in ids]}  {sum(bufs[i].nbytes for i in set(ids)) / 1e6:.3f} MB" if debug >= 2 else ""))
+    out, ins = id(bufs[ids[0]]), {id(bufs[i]) for i in ids[1:]}
+    deps = [writer[b] for b in ins if b in writer] + readers.get(out, []) + ([writer[out]] if out in writer else [])
+    if dev not in _workers: _workers[dev] = ThreadPoolExecutor(1, thread_name_prefix=f"tinyspec-{dev}")
+    running.append(fut := _workers[dev].submit(_after, deps, kind, k, dev, ids, bufs, debug))
+    writer[out], readers[out] = fut, []
+    for b in ins: readers.setdefault(b, []).append(fut)
+  for fut in running: fut.result()
   return bufs  # type: ignore[return-value]
 
-def realize(*uops: UOp, device: str | None = None) -> tuple[UOp, ...]:
+# ---- calls: the FUNCTIONs @function makes ----
+
+call_names: weakref.WeakKeyDictionary[UOp, str] = weakref.WeakKeyDictionary()  # FUNCTION -> the traced Python function's name
+_call_results: weakref.WeakKeyDictionary[UOp, tuple[UOp, ...]] = weakref.WeakKeyDictionary()
+INLINE = "inline"  # the tag of a FUNCTION that is always inlined: @function(inline=True)
+
+def _call(orig: UOp, fn: UOp, i: int, device: str) -> UOp:
+  """Element i of what FUNCTION `orig` returns (`fn`: the same with the calls in its arguments resolved). Its arguments are
+  realized and its body runs as a CALL: a schedule of its own, through the schedule cache, so the same function traced
+  again on other data of the same shapes (the same hash-consed body) runs without lowering anything. Calls inside the
+  body are inlined into it. The results are kept while `orig` lives (realized buffers never change), so realizing the
+  outputs one at a time runs it once. Inlined instead, fusing with the graph around it: a FUNCTION tagged INLINE, and
+  one over values on several devices (a CALL runs on single-device buffers)."""
+  if (done := _call_results.get(orig)) is not None: return done[i]
+  body = inline_calls(fn.src[0])
+  params = {p.arg[0]: p for p in body.toposort() if p.op is Ops.PARAM and isinstance(p.arg[0], int)}
+  if fn.tag == INLINE or any(multi.is_multi(u) for u in (*fn.src[1:], *params.values())) or \
+     any(u.op is Ops.COPY and multi.is_multi(u) for u in body.toposort()):
+    return inline(fn, i)
+  used = sorted(params)  # arguments the body never reads are left out (and not computed); the PARAMs are renumbered to match
+  if len(used) < len(fn.src) - 1: body = body.substitute({params[k]: params[k].replace(arg=(j, *params[k].arg[1:])) for j, k in enumerate(used)})
+  args = [fn.src[1 + k] for k in used]
+  lazy = [j for j, a in enumerate(args) if a.op is not Ops.BUFFER]
+  for dev in dict.fromkeys(params[used[j]].device for j in lazy):  # a constant-only argument goes to its PARAM's device
+    group = [j for j in lazy if params[used[j]].device == dev]
+    for j, b in zip(group, realize(*(args[j] for j in group), device=dev)): args[j] = b
+  call = UOp(Ops.CALL, (body, *args))
+  verify_between_stages(call, "tensor")
+  if (cs := _schedules.get(key := (body, device))) is None: cs = _schedules[key] = _compile_schedule(call, device)
+  if DEBUG() >= 1: print(f"*** {device:10s}  call {call_names.get(orig, 'function')}  ({len(args)} args, {len(cs.steps)} steps)")
+  bufs = _run(cs, [_buffers[a] for a in args])
+  done = _call_results[orig] = tuple(buffer_uop(v.shape, bufs[o]) if o >= len(args) else args[o] for v, o in zip(body.src, cs.sched.outputs))
+  return done[i]
+
+def _resolve_calls(uops: tuple[UOp, ...], device: str) -> tuple[UOp, ...]:
+  """`uops` with the value of each call in place of its GETTUPLE (`uops` itself when there is none)."""
+  nodes = outside_bodies(*uops)
+  if any(n.op is Ops.PARAM and isinstance(n.arg[0], int) for n in nodes):
+    raise RuntimeError("realize: the value depends on the inputs of a @function being traced (PARAMs): nothing runs while a function is "
+                       "traced, so .realize(), .numpy(), .item() and bool() are not available inside it; return the Tensor instead")
+  if not any(n.op is Ops.FUNCTION for n in nodes): return uops
+  return resolve_calls(uops, lambda orig, fn, i: _call(orig, fn, i, device))
+
+def realize(*uops: UOp, device: str | tuple[str, ...] | None = None) -> tuple[UOp, ...]:
   """Compute each tensor-graph UOp into a BUFFER UOp (a BUFFER is returned as it is). `device` is where values whose graph
   names no device (constants only) go; default Device.DEFAULT."""
-  todo = [u for u in uops if u.op is not Ops.BUFFER]
+  todo = [u for u in uops if not is_realized(u)]
   if not todo: return uops
+  if isinstance(device, tuple):  # constant-only values bound for several devices: a replica on each
+    uops = tuple(multi.replicate(u, device) if u.device is None else u for u in uops)
+    return realize(*uops, device=device[0])
   device = Device.canonicalize(device or Device.DEFAULT)
+  if (resolved := _resolve_calls(uops, device)) is not uops: return realize(*resolved, device=device)
+  if any(n.op in (Ops.BUFFER, Ops.COPY) and multi.is_multi(n) for n in UOp.sink(*todo).toposort()): return _realize_multi(uops, device)
   fn = callify(*todo)
   if (cs := _schedules.get(key := (fn.src[0], device))) is None: cs = _schedules[key] = _compile_schedule(fn, device)
   bufs = _run(cs, [_buffers[a] for a in fn.src[1:]])
   results = iter(buffer_uop(u.shape, bufs[o]) if o >= cs.sched.n_args else fn.src[1 + o] for u, o in zip(todo, cs.sched.outputs))
   return tuple(u if u.op is Ops.BUFFER else next(results) for u in uops)
+
+def _realize_multi(uops: tuple[UOp, ...], device: str) -> tuple[UOp, ...]:
+  """Values over n-tuple devices: split into single-device pieces (engine/multi.py), realize those, and reassemble each
+  value as a BUFFER over its devices (axis 0), a PERMUTE of one (another shard axis) or a RESHAPE of a REPLICATED one."""
+  todo = [u for u in uops if not is_realized(u)]
+  split = multi.split_devices(*todo)
+  wanted: list[UOp] = []
+  for u, parts in zip(todo, split):
+    if not multi.is_multi(u): wanted.append(parts); continue
+    a = u.axis
+    if a is None: wanted.extend(p.reshape((1, *p.shape)) for p in parts)
+    else: wanted.extend(p.permute((a, *(d for d in range(u.ndim) if d != a))) for p in parts)
+  done = iter(realize(*wanted, device=device))
+  out: dict[UOp, UOp] = {}
+  for u in todo:
+    if not multi.is_multi(u): out[u] = next(done); continue
+    pieces, n, a = tuple(next(done) for _ in u.device), len(u.device), u.axis
+    whole = (n * pieces[0].shape[0], *pieces[0].shape[1:])
+    buf = UOp.buffer(whole, u.dtype, u.device, next(_slots))
+    multi.set_shards(buf, pieces)
+    if a is None: view = UOp(Ops.REPLICATED, (buf,), (0,)).reshape(u.shape)
+    else:
+      order = (a, *(d for d in range(u.ndim) if d != a))  # the pieces were stored with the shard axis first
+      view = buf if a == 0 else buf.permute(tuple(order.index(d) for d in range(u.ndim)))
+    _realized_views.add(view)
+    out[u] = view
+  return tuple(u if is_realized(u) else out[u] for u in uops)

@@ -17,6 +17,7 @@ tensors give int64 as PyTorch does (uint64 stays uint64); float16 sums accumulat
 """
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -25,6 +26,7 @@ import numpy as np
 
 from tinyspec.device import Device
 from tinyspec.dtype import DType, dtypes, least_upper_dtype, to_dtype
+from tinyspec.engine import multi
 from tinyspec.engine import realize as engine
 from tinyspec.tensor.movement import MovementMixin, broadcast_const, broadcast_shape, resolve_dim, shape_arg
 from tinyspec.tensor.nn import NNMixin
@@ -38,7 +40,13 @@ _NP_SCALAR = (np.bool_, np.integer, np.floating)
 _INT32 = (-2 ** 31, 2 ** 31 - 1)
 
 
-def _dev(device: str | None) -> str: return Device.DEFAULT if device is None else Device.canonicalize(device)
+def _canon(device: str | tuple[str, ...]) -> str | tuple[str, ...]:
+  """A device name, or an n-tuple of them for a value spread over several devices, in canonical form."""
+  if isinstance(device, (tuple, list)):
+    if len(device) < 1: raise ValueError("a multi-device tuple needs at least one device")
+    return tuple(Device.canonicalize(d) for d in device)
+  return Device.canonicalize(device)
+def _dev(device: str | tuple[str, ...] | None) -> str | tuple[str, ...]: return Device.DEFAULT if device is None else _canon(device)
 
 def _scalar(x: Any) -> Scalar | None:
   """x as a Python scalar if it is one (numpy scalars included), else None."""
@@ -71,6 +79,11 @@ def _to_numpy(data: Any, dtype: DType | None) -> np.ndarray:
   with np.errstate(all="ignore"): return arr.astype(dt.np)
 
 
+def _moved(uop: UOp, device: str | tuple[str, ...]) -> UOp:
+  """uop on `device`: a COPY, or for a tuple of devices a whole replica on each."""
+  return multi.replicate(uop, device) if isinstance(device, tuple) else UOp(Ops.COPY, (uop,), device)
+
+
 class Tensor(MovementMixin, ReduceMixin, NNMixin, RandomMixin):
   """A lazy n-dimensional array on a device. `Tensor(data, device=None, dtype=None)` takes a Python number, nested
   lists, a numpy array (its dtype kept), another Tensor or a UOp."""
@@ -79,10 +92,17 @@ class Tensor(MovementMixin, ReduceMixin, NNMixin, RandomMixin):
   uop: UOp
   requires_grad: bool | None
   grad: Tensor | None
+  training: bool = False  # train/eval mode, read by nn layers (BatchNorm); set it for a block with Tensor.train()
+
+  class train(contextlib.ContextDecorator):
+    """`with Tensor.train():` (or as a decorator) runs a block with Tensor.training set, restoring it after; train(False) is eval."""
+    def __init__(self, mode: bool = True): self.mode = mode
+    def __enter__(self): self.prev, Tensor.training = Tensor.training, self.mode
+    def __exit__(self, *exc): Tensor.training = self.prev
 
   def __init__(self, data: Any, device: str | None = None, dtype: DType | str | None = None, requires_grad: bool | None = None):
     dt = None if dtype is None else to_dtype(dtype)
-    if device is not None: self._device = Device.canonicalize(device)
+    if device is not None: self._device = _canon(device)
     elif isinstance(data, (Tensor, UOp)) and data.device is not None: self._device = data.device
     else: self._device = Device.DEFAULT
     if isinstance(data, Tensor): uop = data.uop
@@ -93,9 +113,10 @@ class Tensor(MovementMixin, ReduceMixin, NNMixin, RandomMixin):
       uop, dt = UOp.const(data, dt or dtypes.from_py(data)), None
     else:
       arr = _to_numpy(data, dt)
-      uop, dt = engine.from_numpy(arr, dt or dtypes.from_np(arr.dtype), self._device), None
+      home = self._device[0] if isinstance(self._device, tuple) else self._device  # data for several devices starts on the first
+      uop, dt = engine.from_numpy(arr, dt or dtypes.from_np(arr.dtype), home), None
     if dt is not None: uop = uop.cast(dt)
-    if device is not None and uop.device is not None and uop.device != self._device: uop = UOp(Ops.COPY, (uop,), self._device)
+    if device is not None and uop.device is not None and uop.device != self._device: uop = _moved(uop, self._device)
     self.uop, self.requires_grad, self.grad = uop, requires_grad, None
 
   @classmethod
@@ -129,7 +150,7 @@ class Tensor(MovementMixin, ReduceMixin, NNMixin, RandomMixin):
   # ---- realizing and reading ----
   def realize(self, *others: Tensor) -> Tensor:
     """Compute this tensor (and `others`, scheduled together) into buffers; afterwards each one's `uop` is its BUFFER."""
-    todo = [t for t in (self, *others) if t.uop.op is not Ops.BUFFER]
+    todo = [t for t in (self, *others) if not engine.is_realized(t.uop)]
     for device in dict.fromkeys(t.device for t in todo):  # a constant-only graph names no device: each group says where it goes
       group = [t for t in todo if t.device == device]
       for t, buf in zip(group, engine.realize(*(t.uop for t in group), device=device)): t.uop = buf
@@ -157,11 +178,23 @@ class Tensor(MovementMixin, ReduceMixin, NNMixin, RandomMixin):
   def __float__(self) -> float: return float(self.item())
 
   # ---- device, markers, dtype ----
-  def to(self, device: str) -> Tensor:
-    """This tensor on `device`: a COPY when the value lives elsewhere (a constant-only graph needs none)."""
-    device = Device.canonicalize(device)
+  def to(self, device: str | tuple[str, ...]) -> Tensor:
+    """This tensor on `device`: a COPY when the value lives elsewhere (a constant-only graph needs none). A tuple of
+    devices replicates it on each (seed 001's broadcast); see `shard` to split it instead."""
+    device = _canon(device)
     if device == self.device: return self
-    return type(self)._from_uop(self.uop if self.uop.device is None else UOp(Ops.COPY, (self.uop,), device), device)
+    return type(self)._from_uop(self.uop if self.uop.device is None else _moved(self.uop, device), device)
+  def shard(self, devices: tuple[str, ...], axis: int | None = 0) -> Tensor:
+    """This tensor split into len(devices) equal chunks along `axis`, chunk i on devices[i] (each a separate buffer);
+    axis=None replicates it on every device instead."""
+    devices = _canon(tuple(devices))
+    if axis is None: return self.to(devices)
+    axis = resolve_dim(axis, self.ndim)
+    if self.shape[axis] % len(devices): raise ValueError(f"shard: axis {axis} of shape {self.shape} does not split into {len(devices)} equal chunks")
+    x = self.to(devices[0]) if isinstance(self.device, tuple) else self
+    order = (axis, *(d for d in range(self.ndim) if d != axis))  # COPY to n devices scatters axis 0 (seed 001)
+    moved = UOp(Ops.COPY, (x.uop.permute(order) if axis else x.uop,), devices)
+    return self._from_uop(moved.permute(tuple(order.index(d) for d in range(self.ndim))) if axis else moved, devices)
   def contiguous(self) -> Tensor:
     """The same values with a kernel boundary: the value is materialized in its own buffer."""
     return self._new(UOp(Ops.CONTIGUOUS, (self.uop,)))
