@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -28,6 +29,7 @@ from tinyspec.device import Device
 from tinyspec.dtype import DType, dtypes, least_upper_dtype, to_dtype
 from tinyspec.engine import multi
 from tinyspec.engine import realize as engine
+from tinyspec.gradient import compute_gradient, grad_path
 from tinyspec.tensor.movement import MovementMixin, broadcast_const, broadcast_shape, resolve_dim, shape_arg
 from tinyspec.tensor.nn import NNMixin
 from tinyspec.tensor.random import RandomMixin
@@ -38,6 +40,7 @@ from tinyspec.uop.uop import UOp
 Scalar = bool | int | float
 _NP_SCALAR = (np.bool_, np.integer, np.floating)
 _INT32 = (-2 ** 31, 2 ** 31 - 1)
+_grad_tensors: weakref.WeakSet[Tensor] = weakref.WeakSet()  # live tensors with requires_grad=True: backward's leaves
 
 
 def _canon(device: str | tuple[str, ...]) -> str | tuple[str, ...]:
@@ -90,8 +93,9 @@ class Tensor(MovementMixin, ReduceMixin, NNMixin, RandomMixin):
   __hash__ = object.__hash__  # == is elementwise, so a Tensor hashes by identity
   __array_ufunc__ = None      # numpy defers to the reflected operators: np.float32(2) * t is a Tensor
   uop: UOp
-  requires_grad: bool | None
   grad: Tensor | None
+  _requires_grad: bool | None = None
+  _forward: tuple[UOp, UOp] | None = None  # (BUFFER, the graph it was computed from): see realize
   training: bool = False  # train/eval mode, read by nn layers (BatchNorm); set it for a block with Tensor.train()
 
   class train(contextlib.ContextDecorator):
@@ -153,7 +157,11 @@ class Tensor(MovementMixin, ReduceMixin, NNMixin, RandomMixin):
     todo = [t for t in (self, *others) if not engine.is_realized(t.uop)]
     for device in dict.fromkeys(t.device for t in todo):  # a constant-only graph names no device: each group says where it goes
       group = [t for t in todo if t.device == device]
-      for t, buf in zip(group, engine.realize(*(t.uop for t in group), device=device)): t.uop = buf
+      # a value that needs gradients keeps its graph for backward (loss.item() before loss.backward()); a leaf starts afresh
+      keep = grad_path(UOp.sink(*(t.uop for t in group)), {x.uop for x in _grad_tensors}) if _grad_tensors else set()
+      for t, buf in zip(group, engine.realize(*(t.uop for t in group), device=device)):
+        if t._requires_grad is None and t.uop in keep: t._forward = (buf, t.uop)
+        t.uop = buf
     return self
   def numpy(self) -> np.ndarray:
     """The value as a new numpy array (realizes)."""
@@ -176,6 +184,60 @@ class Tensor(MovementMixin, ReduceMixin, NNMixin, RandomMixin):
     return bool(self.item())
   def __int__(self) -> int: return int(self.item())
   def __float__(self) -> float: return float(self.item())
+
+  # ---- gradients ----
+  @property
+  def requires_grad(self) -> bool | None:
+    """Whether backward fills this tensor's `.grad`. Set on a leaf (True/False); a computed tensor that was not set says
+    True when its value depends on a leaf that requires grad (not through detach), else None."""
+    if self._requires_grad is not None: return self._requires_grad
+    return True if _grad_tensors and (root := self._graph()) in grad_path(root, {t.uop for t in _grad_tensors}) else None
+  @requires_grad.setter
+  def requires_grad(self, value: bool | None):
+    if value:
+      if not dtypes.is_float(self.dtype): raise RuntimeError(f"only floating point tensors can require gradients, got {self.dtype}")
+      # a leaf needs a node of its own (two equal constants are one hash-consed CONST): a lazy one that depends on no
+      # other leaf is realized into its own BUFFER; one that does stays in its graph and gets its gradient there
+      if not engine.is_realized(self.uop) and self.uop not in grad_path(self.uop, {t.uop for t in _grad_tensors}): self.realize()
+      _grad_tensors.add(self)
+    elif self._requires_grad: _grad_tensors.discard(self)
+    self._requires_grad = value
+  def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+    """Set requires_grad in place; returns self."""
+    self.requires_grad = requires_grad
+    return self
+  def _graph(self) -> UOp:
+    """The graph of this tensor's value: its uop, or the graph it had before realize cut it (kept while it needed gradients)."""
+    return self._forward[1] if self._forward is not None and self._forward[0] is self.uop else self.uop
+
+  def gradient(self, *targets: Tensor, gradient: Tensor | None = None, materialize_grads: bool = False) -> list[Tensor]:
+    """d(self)/d(target) for each target, as lazy tensors with requires_grad=False (nothing is accumulated). `gradient` is
+    d(loss)/d(self), implicitly 1 for a one-element tensor. A target the value does not depend on is an error, or zeros
+    with materialize_grads."""
+    root, want = self._graph(), {t.uop for t in targets}
+    path = grad_path(root, want)
+    if root not in path and not materialize_grads: raise RuntimeError("element 0 of tensors does not require grad and does not have a grad_fn")
+    if gradient is None:
+      if self.numel() != 1:
+        raise RuntimeError(f"grad can be implicitly created only for scalar outputs: this tensor has shape {self.shape}; pass gradient=")
+      seed = broadcast_const(1.0, self.dtype, self.shape)
+    elif gradient.shape != self.shape: raise RuntimeError(f"backward: gradient of shape {gradient.shape} for a tensor of shape {self.shape}")
+    else: seed = gradient.cast(self.dtype).uop
+    grads, out = compute_gradient(root, seed, want), []
+    for t in targets:
+      if t.uop not in path and not materialize_grads: raise RuntimeError(f"gradient: a target (shape {t.shape}) is not used in this tensor's graph")
+      u = grads.get(t.uop)  # None: on a path, but every rule along it gave none (trunc): zero
+      out.append(type(self)._from_uop(u if u is not None else broadcast_const(0.0, t.dtype, t.shape), t.device).requires_grad_(False))
+    return out
+  def backward(self, gradient: Tensor | None = None) -> Tensor:
+    """Add d(self)/d(leaf) to `.grad` (grad += new; None becomes the new one) of every live tensor with requires_grad=True
+    this value depends on. `gradient` seeds it (implicitly 1 for a one-element tensor). The graph stays valid: backward
+    can run again, and the gradients are lazy tensors."""
+    root, leaves = self._graph(), list(_grad_tensors)
+    path = grad_path(root, {t.uop for t in leaves})
+    leaves = [t for t in leaves if t.uop in path]
+    for t, g in zip(leaves, self.gradient(*leaves, gradient=gradient)): t.grad = g if t.grad is None else (t.grad + g).requires_grad_(False)
+    return self
 
   # ---- device, markers, dtype ----
   def to(self, device: str | tuple[str, ...]) -> Tensor:
@@ -201,6 +263,9 @@ class Tensor(MovementMixin, ReduceMixin, NNMixin, RandomMixin):
   def detach(self) -> Tensor:
     """The same values with gradients stopped."""
     return self._new(UOp(Ops.DETACH, (self.uop,)))
+  def contiguous_backward(self) -> Tensor:
+    """The same values; the gradient flowing back through here is made contiguous (its own buffer)."""
+    return self._new(UOp(Ops.CONTIGUOUSBACKWARD, (self.uop,)))
   def cast(self, dtype: DType | str) -> Tensor:
     """The values converted to `dtype` (floats to ints truncate toward zero, anything to bool is != 0)."""
     return self if (dt := to_dtype(dtype)) == self.dtype else self._new(self.uop.cast(dt))
