@@ -188,10 +188,11 @@ def _call(orig: UOp, fn: UOp, i: int, device: str) -> UOp:
   outputs one at a time runs it once. Inlined instead, fusing with the graph around it: a FUNCTION tagged INLINE, and
   one over values on several devices (a CALL runs on single-device buffers)."""
   if (done := _call_results.get(orig)) is not None: return done[i]
+  if fn.tag == INLINE: return inline(fn, i)
   body = inline_calls(fn.src[0])
-  params = {p.arg[0]: p for p in body.toposort() if p.op is Ops.PARAM and isinstance(p.arg[0], int)}
-  if fn.tag == INLINE or any(multi.is_multi(u) for u in (*fn.src[1:], *params.values())) or \
-     any(u.op is Ops.COPY and multi.is_multi(u) for u in body.toposort()):
+  nodes = body.toposort()
+  params = {p.arg[0]: p for p in nodes if p.op is Ops.PARAM and isinstance(p.arg[0], int)}
+  if any(multi.is_multi(u) for u in (*fn.src[1:], *params.values())) or any(u.op is Ops.COPY and multi.is_multi(u) for u in nodes):
     return inline(fn, i)
   used = sorted(params)  # arguments the body never reads are left out (and not computed); the PARAMs are renumbered to match
   if len(used) < len(fn.src) - 1: body = body.substitute({params[k]: params[k].replace(arg=(j, *params[k].arg[1:])) for j, k in enumerate(used)})
@@ -226,8 +227,10 @@ def realize(*uops: UOp, device: str | tuple[str, ...] | None = None) -> tuple[UO
     uops = tuple(multi.replicate(u, device) if u.device is None else u for u in uops)
     return realize(*uops, device=device[0])
   device = Device.canonicalize(device or Device.DEFAULT)
-  if (resolved := _resolve_calls(uops, device)) is not uops: return realize(*resolved, device=device)
-  if any(n.op in (Ops.BUFFER, Ops.COPY) and multi.is_multi(n) for n in UOp.sink(*todo).toposort()): return _realize_multi(uops, device)
+  nodes = UOp.sink(*todo).toposort()
+  if any(n.op in (Ops.FUNCTION, Ops.PARAM) for n in nodes) and (resolved := _resolve_calls(uops, device)) is not uops:
+    return realize(*resolved, device=device)
+  if any(n.op in (Ops.BUFFER, Ops.COPY) and multi.is_multi(n) for n in nodes): return _realize_multi(uops, device)
   fn = callify(*todo)
   if (cs := _schedules.get(key := (fn.src[0], device))) is None: cs = _schedules[key] = _compile_schedule(fn, device)
   bufs = _run(cs, [_buffers[a] for a in fn.src[1:]])
