@@ -1,0 +1,124 @@
+"""Neural-network layers with PyTorch's arguments, parameter layouts and default initializations (tinygrad's names).
+
+A layer is a plain object: its parameters are Tensor attributes (`weight`, `bias`, ...), found by `nn.state.get_parameters`
+and named by `nn.state.get_state_dict` ("layers.0.weight"), and calling it applies it. Parameters are created lazily on
+their device (random initializations are THREEFRY graphs, computed on first use) with `requires_grad` left None, so an
+optimizer given them turns it on.
+
+Train and eval mode follow tinygrad: one global flag, `Tensor.training` (False by default), set for a block with
+`with Tensor.train():` (`Tensor.train(False)` for eval). Only BatchNorm reads it here.
+
+BatchNorm's running statistics are Tensors with requires_grad=False whose value is replaced (lazily) on every training-mode
+call; they are among `get_parameters(model)`, and an optimizer realizes such tensors together with each step, so give it
+all of them (as `get_parameters` does) or realize them yourself, else their graphs grow with every call."""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from tinyspec.dtype import DType, dtypes
+from tinyspec.tensor import Tensor
+
+IntOrTuple = int | Sequence[int]
+
+
+def _kaiming_bound(fan_in: int) -> float:
+  """PyTorch's default bound for a weight, kaiming_uniform with a = sqrt(5): gain sqrt(2 / (1 + 5)) times sqrt(3 / fan_in),
+  which is 1 / sqrt(fan_in); its default bias bound is the same."""
+  return 1 / math.sqrt(fan_in) if fan_in > 0 else 0.0
+
+def _uniform(shape: tuple[int, ...], bound: float, device: str | None, dtype: DType | None) -> Tensor:
+  return Tensor.uniform(*shape, low=-bound, high=bound, dtype=dtype, device=device)
+
+def _replace(t: Tensor, new: Tensor) -> None:
+  """Give `t` the (lazy) value `new` in place, so every holder of `t` (a state dict, an optimizer) sees the new value."""
+  t.uop = new.cast(t.dtype).uop
+
+
+class Linear:
+  """y = x @ weight.T + bias, weight (out_features, in_features). Weight and bias are uniform in +-1/sqrt(in_features)."""
+  def __init__(self, in_features: int, out_features: int, bias: bool = True, device: str | None = None, dtype: DType | None = None):
+    bound = _kaiming_bound(in_features)
+    self.weight = _uniform((out_features, in_features), bound, device, dtype)
+    self.bias = _uniform((out_features,), bound, device, dtype) if bias else None
+  def __call__(self, x: Tensor) -> Tensor: return x.linear(self.weight, self.bias)
+
+
+class Conv2d:
+  """2-D convolution as torch.nn.Conv2d: weight (out_channels, in_channels/groups, *kernel_size); padding an int, a tuple or
+  'valid'/'same'. Weight and bias are uniform in +-1/sqrt(fan_in), fan_in = in_channels/groups * prod(kernel_size)."""
+  def __init__(self, in_channels: int, out_channels: int, kernel_size: IntOrTuple, stride: IntOrTuple = 1, padding: IntOrTuple | str = 0,
+               dilation: IntOrTuple = 1, groups: int = 1, bias: bool = True, device: str | None = None, dtype: DType | None = None):
+    if groups < 1 or in_channels % groups or out_channels % groups:
+      raise ValueError(f"Conv2d: groups={groups} must divide in_channels={in_channels} and out_channels={out_channels}")
+    k = (kernel_size,) * 2 if isinstance(kernel_size, int) else tuple(kernel_size)
+    self.stride, self.padding, self.dilation, self.groups, self.kernel_size = stride, padding, dilation, groups, k
+    bound = _kaiming_bound(in_channels // groups * math.prod(k))
+    self.weight = _uniform((out_channels, in_channels // groups, *k), bound, device, dtype)
+    self.bias = _uniform((out_channels,), bound, device, dtype) if bias else None
+  def __call__(self, x: Tensor) -> Tensor: return x.conv2d(self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+
+
+class BatchNorm:
+  """Batch normalization over axis 1 of an (N, C, ...) input, as torch.nn.BatchNorm1d/2d/3d (argument order as PyTorch's).
+
+  In training mode (`Tensor.training`) it normalizes by the batch's mean and biased variance and, with
+  track_running_stats, moves running_mean and running_var toward them (the variance unbiased, n/(n-1)) by `momentum`, or
+  by the cumulative average 1/num_batches_tracked when momentum is None. In eval mode it uses the running statistics, or
+  the batch's when it tracks none. weight starts at ones and bias at zeros (with affine)."""
+  def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1, affine: bool = True,
+               track_running_stats: bool = True, device: str | None = None):
+    self.num_features, self.eps, self.momentum, self.track_running_stats = num_features, eps, momentum, track_running_stats
+    self.weight = Tensor.ones(num_features, device=device) if affine else None
+    self.bias = Tensor.zeros(num_features, device=device) if affine else None
+    if track_running_stats:
+      self.running_mean = Tensor.zeros(num_features, device=device, requires_grad=False)
+      self.running_var = Tensor.ones(num_features, device=device, requires_grad=False)
+      self.num_batches_tracked = Tensor.zeros((), dtype=dtypes.int64, device=device, requires_grad=False)
+
+  def __call__(self, x: Tensor) -> Tensor:
+    if x.ndim < 2 or x.shape[1] != self.num_features:
+      raise RuntimeError(f"BatchNorm: expected an input of shape (N, {self.num_features}, ...), got {x.shape}")
+    if not Tensor.training and self.track_running_stats: mean, var = self.running_mean, self.running_var
+    else:
+      axes = (0, *range(2, x.ndim))
+      if (n := math.prod(x.shape[a] for a in axes)) <= 1:
+        raise ValueError(f"BatchNorm: expected more than 1 value per channel when training, got input of shape {x.shape}")
+      xf = x if dtypes.is_float(x.dtype) else x.float()
+      mean, var = xf.mean(axes), xf.var(axes, correction=0)
+      if Tensor.training and self.track_running_stats:
+        _replace(self.num_batches_tracked, self.num_batches_tracked + 1)
+        f = self.momentum if self.momentum is not None else 1 / self.num_batches_tracked.float()
+        _replace(self.running_mean, (1 - f) * self.running_mean + f * mean.detach())
+        _replace(self.running_var, (1 - f) * self.running_var + f * (var.detach() * (n / (n - 1))))
+    return x.batchnorm(self.weight, self.bias, mean, (var + self.eps).rsqrt())
+
+BatchNorm1d = BatchNorm2d = BatchNorm3d = BatchNorm
+
+
+class LayerNorm:
+  """Normalization over the trailing axes `normalized_shape`, as torch.nn.LayerNorm: weight ones and bias zeros (with
+  elementwise_affine; bias=False leaves the bias out)."""
+  def __init__(self, normalized_shape: IntOrTuple, eps: float = 1e-5, elementwise_affine: bool = True, bias: bool = True,
+               device: str | None = None):
+    self.normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    self.eps = eps
+    self.weight = Tensor.ones(self.normalized_shape, device=device) if elementwise_affine else None
+    self.bias = Tensor.zeros(self.normalized_shape, device=device) if elementwise_affine and bias else None
+  def __call__(self, x: Tensor) -> Tensor: return x.layer_norm(self.normalized_shape, self.weight, self.bias, self.eps)
+
+
+class Embedding:
+  """A lookup table: integer indices of any shape -> their rows of weight (vocab_size, embed_size), which starts as
+  standard normal samples (as torch.nn.Embedding)."""
+  def __init__(self, vocab_size: int, embed_size: int, device: str | None = None, dtype: DType | None = None):
+    self.vocab_size, self.embed_size = vocab_size, embed_size
+    self.weight = Tensor.randn(vocab_size, embed_size, dtype=dtype, device=device)
+  def __call__(self, idx: Tensor) -> Tensor:
+    if not dtypes.is_int(idx.dtype): raise TypeError(f"Embedding: indices must be an integer tensor, got {idx.dtype}")
+    return self.weight[idx]
+
+
+from tinyspec.nn import optim, state  # noqa: E402  (nn.optim and nn.state after `import tinyspec.nn`, as tinygrad's)
+
+__all__ = ["optim", "state", "BatchNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "Conv2d", "Embedding", "LayerNorm", "Linear"]

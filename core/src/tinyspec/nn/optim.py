@@ -1,0 +1,146 @@
+"""Optimizers with PyTorch's update rules: SGD (momentum, Nesterov, L2 weight decay), Adam (L2 weight decay) and AdamW
+(decoupled weight decay).
+
+A step is one lazy graph: every parameter's new value and every piece of optimizer state (momenta, moment estimates, the
+bias-correction powers) is built from the current buffers and the gradients, and all of it is realized in a single
+`Tensor.realize` call, after which each parameter's `uop` is its new BUFFER (the Tensor objects stay the same, so models
+and state dicts that hold them see the update). Hyperparameters that a schedule may change (the learning rate) and
+per-step values (b1**t, b2**t) are buffers, not constants, and the state starts as zero buffers, so every step has the
+same graph and every one after the first runs from the schedule cache.
+
+`Tensor.realize(loss, *opt.schedule_step())` computes the loss in the same schedule as the update (no second forward)."""
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+from tinyspec.dtype import dtypes
+from tinyspec.tensor import Tensor
+
+
+def _unique(ts: Iterable[Tensor]) -> list[Tensor]: return list({id(t): t for t in ts}.values())
+
+def _zeros_like(ps: list[Tensor]) -> list[Tensor]:
+  """A zero buffer per parameter, laid out as it (split over the same devices along the same axis), realized now: so the
+  first step's graph already reads buffers, as every later one does."""
+  def zeros(p: Tensor) -> Tensor:
+    if not isinstance(p.device, tuple): return Tensor.zeros(p.shape, dtype=p.dtype, device=p.device)
+    return Tensor.zeros(p.shape, dtype=p.dtype, device=p.device[0]).shard(p.device, p.uop.axis)
+  out = [zeros(p) for p in ps]
+  if out: Tensor.realize(*out)
+  return out
+
+def _set(t: Tensor, new: Tensor) -> Tensor:
+  """Give `t` the lazy value `new` (in t's dtype) in place and return it, to be realized with the rest of the step."""
+  t.uop = new.cast(t.dtype).uop
+  return t
+
+
+class Optimizer:
+  """The parameters it updates (those that require gradients; a float tensor's None requires_grad is turned on) and the
+  tensors it only realizes with each step (the rest: BatchNorm's running statistics, integer tensors)."""
+  def __init__(self, params: Iterable[Tensor], lr: float):
+    params = _unique(params)
+    for p in params:
+      if p.requires_grad is None and dtypes.is_float(p.dtype): p.requires_grad = True
+    self.params = [p for p in params if p.requires_grad]
+    self.buffers = [p for p in params if not p.requires_grad]
+    if not self.params: raise ValueError("optimizer got an empty parameter list (no tensor that requires gradients)")
+    self._lr = Tensor(np.array(lr, np.float32), device=self.params[0].device).realize()  # realized: a copy to several devices is lazy
+
+  @property
+  def lr(self) -> Tensor:
+    """The learning rate: a 0-d float32 buffer. Assign a number (or Tensor) to change it; the step's graph stays the same."""
+    return self._lr
+  @lr.setter
+  def lr(self, value: float | Tensor) -> None:
+    v = value.numpy() if isinstance(value, Tensor) else value
+    self._lr = Tensor(np.array(v, np.float32), device=self._lr.device).realize()
+
+  def _lr_on(self, p: Tensor) -> Tensor: return self._lr if p.device == self._lr.device else self._lr.to(p.device)
+
+  def zero_grad(self) -> None:
+    """Forget the gradients (each parameter's grad becomes None), so the next backward does not add to them."""
+    for p in self.params: p.grad = None
+
+  def schedule_step(self) -> list[Tensor]:
+    """Give every parameter and piece of state its next value, lazily, and return all the tensors to realize for the step.
+    Parameters without a gradient are left as they are."""
+    for i, p in enumerate(self.params):  # checked before anything changes: a bad gradient leaves every parameter as it was
+      if p.grad is not None and p.grad.shape != p.shape:
+        raise RuntimeError(f"parameter {i}: gradient of shape {p.grad.shape} for a parameter of shape {p.shape}")
+    out = self._step_state()
+    for i, p in enumerate(self.params):
+      if p.grad is not None: out += self._update(i, p, p.grad.detach())
+    return _unique(out + self.buffers)
+
+  def step(self) -> None:
+    """Update the parameters in place: all new values and state realized together in one call."""
+    Tensor.realize(*self.schedule_step())
+
+  def _step_state(self) -> list[Tensor]:
+    """Advance the state shared by all parameters (before any parameter's update reads it); returns the tensors changed."""
+    return []
+  def _update(self, i: int, p: Tensor, g: Tensor) -> list[Tensor]:
+    """Give parameter i its next value from gradient g (and its own state); returns the tensors changed."""
+    raise NotImplementedError
+
+
+class SGD(Optimizer):
+  """Stochastic gradient descent as torch.optim.SGD (no dampening): g = grad + weight_decay * p; with momentum,
+  b = momentum * b + g and g = b, or g + momentum * b with nesterov; then p -= lr * g."""
+  def __init__(self, params: Iterable[Tensor], lr: float = 1e-3, momentum: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False):
+    if nesterov and momentum <= 0: raise ValueError("SGD: nesterov momentum requires a momentum > 0")
+    if lr < 0 or momentum < 0 or weight_decay < 0: raise ValueError(f"SGD: lr={lr}, momentum={momentum}, weight_decay={weight_decay} must be >= 0")
+    super().__init__(params, lr)
+    self.momentum, self.weight_decay, self.nesterov = momentum, weight_decay, nesterov
+    self.b = _zeros_like(self.params) if momentum else []
+
+  def _update(self, i: int, p: Tensor, g: Tensor) -> list[Tensor]:
+    if self.weight_decay: g = g + self.weight_decay * p
+    state = []
+    if self.momentum:
+      b = _set(self.b[i], self.momentum * self.b[i] + g)
+      g, state = (g + self.momentum * b if self.nesterov else b), [b]
+    return [_set(p, p - self._lr_on(p) * g), *state]
+
+
+class Adam(Optimizer):
+  """Adam as torch.optim.Adam: g = grad + weight_decay * p (L2, coupled); m and v the moving averages of g and g^2 with
+  rates b1 and b2; p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps) at step t. The powers b1^t, b2^t are
+  buffers multiplied by b1, b2 once per step."""
+  decoupled = False
+
+  def __init__(self, params: Iterable[Tensor], lr: float = 1e-3, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8, weight_decay: float = 0.0):
+    if not (0 <= b1 < 1 and 0 <= b2 < 1): raise ValueError(f"{type(self).__name__}: b1={b1} and b2={b2} must be in [0, 1)")
+    if lr < 0 or eps < 0 or weight_decay < 0: raise ValueError(f"{type(self).__name__}: lr={lr}, eps={eps}, weight_decay={weight_decay} must be >= 0")
+    super().__init__(params, lr)
+    self.b1, self.b2, self.eps, self.weight_decay = b1, b2, eps, weight_decay
+    self.m, self.v = _zeros_like(self.params), _zeros_like(self.params)
+    # b1^t and b2^t as float32 buffers (t = the number of steps taken), advanced together with the parameters
+    self.b1_t, self.b2_t = Tensor(np.array(1.0, np.float32), device=self._lr.device), Tensor(np.array(1.0, np.float32), device=self._lr.device)
+    Tensor.realize(self.b1_t, self.b2_t)
+
+  def _step_state(self) -> list[Tensor]: return [_set(self.b1_t, self.b1_t * self.b1), _set(self.b2_t, self.b2_t * self.b2)]
+
+  def _update(self, i: int, p: Tensor, g: Tensor) -> list[Tensor]:
+    b1_t, b2_t = (b if p.device == b.device else b.to(p.device) for b in (self.b1_t, self.b2_t))
+    lr = self._lr_on(p)
+    if self.weight_decay and not self.decoupled: g = g + self.weight_decay * p
+    m = _set(self.m[i], self.b1 * self.m[i] + (1 - self.b1) * g)
+    v = _set(self.v[i], self.b2 * self.v[i] + (1 - self.b2) * (g * g))
+    base = p * (1 - lr * self.weight_decay) if self.weight_decay and self.decoupled else p
+    return [_set(p, base - (lr / (1 - b1_t)) * m / (v.sqrt() / (1 - b2_t).sqrt() + self.eps)), m, v]
+
+
+class AdamW(Adam):
+  """Adam with decoupled weight decay, as torch.optim.AdamW: p *= 1 - lr * weight_decay, then Adam's update of the plain
+  gradient. weight_decay defaults to 0.01 (PyTorch's)."""
+  decoupled = True
+
+  def __init__(self, params: Iterable[Tensor], lr: float = 1e-3, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8, weight_decay: float = 0.01):
+    super().__init__(params, lr, b1, b2, eps, weight_decay)
+
+
+__all__ = ["SGD", "Adam", "AdamW", "Optimizer"]
