@@ -21,12 +21,17 @@ def param_for(buf: UOp, k: int) -> UOp:
   """PARAM k standing for `buf`: the same shape, dtype and device."""
   return UOp(Ops.PARAM, (buf.src[0],), (k, buf.arg[1], buf.arg[2]))
 
-def callify(*values: UOp) -> UOp:
-  """FUNCTION(TUPLE(values with buffers as PARAMs), buffers...): buffers numbered in the order a walk of the values meets them."""
-  verify_between_stages(UOp.sink(*values), "tensor")
-  buffers = [u for u in UOp.sink(*values).toposort() if u.op is Ops.BUFFER]
-  body = graph_substitute(UOp(Ops.TUPLE, values), {b: param_for(b, k) for k, b in enumerate(buffers)})
-  return UOp(Ops.FUNCTION, (body, *buffers))
+def callify(*values: UOp, nodes: list[UOp] | None = None) -> UOp:
+  """FUNCTION(TUPLE(values with buffers as PARAMs), buffers...): buffers numbered in the order a walk of the values meets them.
+  `nodes` is `UOp.sink(*values).toposort()` where the caller has it already (this runs on every realize)."""
+  if nodes is None: nodes = UOp.sink(*values).toposort()
+  verify_between_stages(nodes[-1], "tensor")
+  new: dict[UOp, UOp] = {}
+  buffers: list[UOp] = []
+  for u in nodes:
+    if u.op is Ops.BUFFER: new[u] = param_for(u, len(buffers)); buffers.append(u)
+    else: new[u] = u.replace(src=tuple(new[s] for s in u.src)) if u.src else u
+  return UOp(Ops.FUNCTION, (UOp(Ops.TUPLE, tuple(new[v] for v in values)), *buffers))
 
 # ---- calls: the FUNCTIONs @function makes ----
 # A FUNCTION's body speaks of its own PARAMs. PARAMs are hash-consed, so PARAM 0 of a nested function's body is the very

@@ -231,7 +231,7 @@ def realize(*uops: UOp, device: str | tuple[str, ...] | None = None) -> tuple[UO
   if any(n.op in (Ops.FUNCTION, Ops.PARAM) for n in nodes) and (resolved := _resolve_calls(uops, device)) is not uops:
     return realize(*resolved, device=device)
   if any(n.op in (Ops.BUFFER, Ops.COPY) and multi.is_multi(n) for n in nodes): return _realize_multi(uops, device)
-  fn = callify(*todo)
+  fn = callify(*todo, nodes=nodes)
   if (cs := _schedules.get(key := (fn.src[0], device))) is None: cs = _schedules[key] = _compile_schedule(fn, device)
   bufs = _run(cs, [_buffers[a] for a in fn.src[1:]])
   results = iter(buffer_uop(u.shape, bufs[o]) if o >= cs.sched.n_args else fn.src[1 + o] for u, o in zip(todo, cs.sched.outputs))
