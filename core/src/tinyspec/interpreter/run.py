@@ -45,7 +45,10 @@ class _Global:
     if addr.size and (addr.min() < 0 or addr.max() >= self.arr.size):
       raise IndexError(f"{self.what}: index {int(addr.min()) if addr.min() < 0 else int(addr.max())} out of bounds for {self.arr.size} elements")
   def load(self, addr, gate):
-    if gate is not None: addr = np.where(gate, addr, 0)
+    if gate is not None:
+      # masked-off lanes read element 0, which a zero-size buffer lacks (the gate is then false everywhere: a pad of nothing)
+      if not self.arr.size and not np.any(gate): return np.zeros(np.broadcast(addr, gate).shape, self.arr.dtype)
+      addr = np.where(gate, addr, 0)
     self._check(addr)
     return self.arr[addr]
   def store(self, addr, val, gate):

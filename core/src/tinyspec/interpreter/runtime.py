@@ -11,6 +11,7 @@ import numpy as np
 from tinyspec.device.compiler import Compiler
 from tinyspec.device.memory import HostAllocator
 from tinyspec.device.runtime import Program, Runtime
+from tinyspec.dtype import dtypes
 from tinyspec.interpreter.alu import np_dtype
 from tinyspec.interpreter.run import Interpreter
 from tinyspec.renderer import Renderer
@@ -28,6 +29,7 @@ class PythonRenderer(Renderer):
   device = "PYTHON"
   has_local, has_shared = True, True
   local_max, shared_max = (1024, 1024, 64), 48 * 1024
+  dtypes = Renderer.dtypes - {dtypes.bfloat16}  # the interpreter computes in numpy, which has no bfloat16 arithmetic
   def render(self, name: str, linear: UOp) -> str:
     listing = "\n".join("# " + line for line in render_listing(linear).splitlines())
     return f"# kernel {name}\n{listing}\n{_PAYLOAD}{base64.b64encode(pickle.dumps((name, linear))).decode()}\n"

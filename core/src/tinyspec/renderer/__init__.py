@@ -46,6 +46,11 @@ class Renderer:
   """The matrix instructions this device has, one entry per shape and dtype combination; empty when there are none."""
   dtypes: frozenset[DType] = _STORABLE
   """Scalar dtypes this renderer can load, store and compute in; kernels using others are refused before rendering."""
+  threads: int = 1
+  """How many threads one kernel may run on at once (its THREAD axis split over them); 1 runs each kernel on one thread.
+  A renderer may set it per instance (from the core count, or an environment override)."""
+  vector_widths: tuple[int, ...] = (1,)
+  """The vector lengths, in elements, of the loads, stores and ALU ops this renderer emits; (1,) for a scalar target."""
 
   def __init_subclass__(cls, **kwargs):
     super().__init_subclass__(**kwargs)
@@ -56,6 +61,9 @@ class Renderer:
     if not isinstance(cls.dtypes, frozenset) or not all(isinstance(d, DType) and d.count == 1 for d in cls.dtypes):
       raise TypeError(f"{cls.__name__}.dtypes must be a frozenset of scalar DTypes, got {cls.dtypes!r}")
     if cls.local_max is not None and not cls.has_local: raise TypeError(f"{cls.__name__} sets local_max but has_local is False")
+    widths = cls.vector_widths
+    if not isinstance(widths, tuple) or not widths or not all(type(n) is int and n >= 1 for n in (cls.threads, *widths)):
+      raise TypeError(f"{cls.__name__}: threads must be an int >= 1 and vector_widths a non-empty tuple of them, got {cls.threads!r}, {widths!r}")
 
   def supports(self, op: Ops) -> bool:
     """Whether `op` can reach `render` as it is: a primitive ALU op, or a decomposed op listed in `native`."""
