@@ -1,7 +1,15 @@
 """Shared test setup: the spec verifier runs between pipeline stages, and a `clean_registry` fixture for plugin tests."""
+import os
+from importlib import metadata
+
 import pytest
 from tinyspec.device import Device, registry
 from tinyspec.uop import spec
+
+_INSTALLED = {ep.value for ep in metadata.entry_points(group=registry.ENTRY_POINT_GROUP)}
+# the core's tests run on the reference interpreter even where a plugin (which would be the default) is installed;
+# DEVICE=CPU pytest core/tests runs them on another device instead
+os.environ.setdefault("DEVICE", "PYTHON")
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -16,6 +24,8 @@ def clean_registry(monkeypatch):
   """A registry that sees only the plugins a test registers: installed plugins, built-ins and device env vars stay out."""
   for var in ("DEVICE", "TINYSPEC_STRICT_PLUGINS"): monkeypatch.delenv(var, raising=False)
   monkeypatch.setenv("TINYSPEC_PLUGINS", "")
+  # plugins installed in this environment (tinyspec-cpu ...) are not even listed; fakes a test puts on sys.path are
+  monkeypatch.setattr(registry, "entry_points", lambda group: [ep for ep in metadata.entry_points(group=group) if ep.value not in _INSTALLED])
   monkeypatch.setattr(registry, "_BUILTINS", [])
   Device.reset()
   yield

@@ -1,0 +1,482 @@
+"""LLVM IR text from LINEAR programs: `LLVMRenderer`, shared by every device that compiles through LLVM (the CPU plugin
+compiles it with llvmlite). Text only: nothing here imports llvmlite, so kernels render and can be checked anywhere.
+
+A kernel becomes one function, `void @name(ptr noalias %data0, ..., i64 %var...)`:
+  - buffer PARAMs are pointers (slot order), then the integer variables as i64 (sorted by name, as `vals` come);
+  - RANGE/END are loops of basic blocks with a phi for the counter; IF/ENDIF a conditional block; a gated LOAD a branch
+    around the load (so it never touches memory the gate excludes) joined by a phi;
+  - REG buffers (accumulators) are allocas in the entry block, which LLVM turns into registers;
+  - index arithmetic is i64; bool is i1 in registers and i8 in memory; bfloat16 is held in float registers, rounded to
+    bfloat16 after every op, and kept as its 16 bits in memory, so no runtime library call is ever needed.
+With `threads` > 1, a kernel that can be split over cores takes two more arguments, (i64 %core_id, i64 %core_count), and
+its outermost loop runs only its share [bound*core_id/core_count, bound*(core_id+1)/core_count), so a runtime splits it
+by calling it once per core (kernels that cannot be split, or are too small to pay for it, take no such arguments).
+A full reduction (one outer reduce loop, its results stored after it) splits in two steps: with core_id < core_count > 1
+a call accumulates its share and leaves its accumulators in a `ptr %partials` argument before the two (8 bytes per
+accumulator and core); then one call with core_id == core_count combines them and runs the rest of the kernel.
+The first line is a comment with what the caller needs: `; tinyspec {json}` (see `KernelInfo`).
+"""
+from __future__ import annotations
+
+import json
+import math
+import struct
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from tinyspec.dtype import AddrSpace, DType, dtypes
+from tinyspec.renderer import Renderer
+from tinyspec.uop.ops import AxisType, Ops
+from tinyspec.uop.uop import UOp
+
+_REG = {dtypes.bool: "i1", dtypes.int8: "i8", dtypes.uint8: "i8", dtypes.int16: "i16", dtypes.uint16: "i16", dtypes.int32: "i32",
+        dtypes.uint32: "i32", dtypes.int64: "i64", dtypes.uint64: "i64", dtypes.index: "i64", dtypes.float16: "half",
+        dtypes.bfloat16: "float", dtypes.float32: "float", dtypes.float64: "double"}
+_MEM = {**_REG, dtypes.bool: "i8", dtypes.bfloat16: "i16"}
+_SUFFIX = {"half": "f16", "float": "f32", "double": "f64"}
+_FCMP = {Ops.CMPLT: "olt", Ops.CMPNE: "une", Ops.CMPGT: "ogt", Ops.CMPGE: "oge", Ops.CMPLE: "ole", Ops.CMPEQ: "oeq"}  # numpy's: nan is unordered
+_ICMP = {Ops.CMPLT: "lt", Ops.CMPNE: "ne", Ops.CMPGT: "gt", Ops.CMPGE: "ge", Ops.CMPLE: "le", Ops.CMPEQ: "eq"}
+_SPLITTABLE = (AxisType.LOOP, AxisType.GLOBAL, AxisType.THREAD)  # output axes: iterations write disjoint memory
+_NOTHING = (Ops.STACK, Ops.GROUP, Ops.SINK, Ops.BARRIER)
+
+def _isf(dt: DType) -> bool: return dtypes.is_float(dt)
+def _signed(dt: DType) -> bool: return dtypes.is_int(dt) and not dtypes.is_unsigned(dt)
+
+def _hex64(x: float) -> str: return f"0x{struct.unpack('<Q', struct.pack('<d', x))[0]:016X}"
+
+def bf16_round(x: float) -> float:
+  """x rounded to bfloat16 (to nearest even; nan stays nan), as a Python float."""
+  if math.isnan(x): return x
+  bits = int(np.array(x, np.float32).view(np.uint32))
+  return float(np.array(((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16 & 0xFFFFFFFF, np.uint32).view(np.float32))
+
+def const(v, dt: DType) -> str:
+  """An LLVM literal of scalar dtype `dt`. Floats are written as the hex of their double (LLVM's exact form, nan and inf
+  included), half as 0xH and its 16 bits; ints in two's complement of their width."""
+  if dt is dtypes.bool: return "true" if v else "false"
+  if dt is dtypes.float16:
+    with np.errstate(over="ignore"): return f"0xH{int(np.array(v, np.float16).view(np.uint16)):04X}"  # past 65504 is inf
+  if dt is dtypes.bfloat16: return _hex64(bf16_round(float(v)))
+  if dt is dtypes.float32: return _hex64(float(np.float32(v)))
+  if dt is dtypes.float64: return _hex64(float(v))
+  bits = 8 * dt.itemsize
+  v = int(v) & ((1 << bits) - 1)
+  return str(v - (1 << bits) if v >> (bits - 1) else v)
+
+@dataclass(frozen=True)
+class KernelInfo:
+  """What calling a rendered kernel takes, from its first line: the buffer dtypes (parameter order), the variable names
+  (the order of `vals`), the most iterations of the loop split over cores (None when the kernel is not split: then no
+  (core_id, core_count) arguments follow the variables), how many accumulators a split reduction leaves per core in the
+  `%partials` argument that comes before them (0: no such argument), and `work`, about how many innermost iterations
+  one call runs (for deciding whether threads pay off)."""
+  buffers: tuple[str, ...]
+  variables: tuple[str, ...]
+  split: int | None
+  partials: int
+  work: int
+
+  @staticmethod
+  def parse(src: str) -> KernelInfo:
+    """Read the info back from rendered source."""
+    first = src.split("\n", 1)[0]
+    if not first.startswith("; tinyspec "): raise ValueError("LLVM source without a '; tinyspec' header: was it made by LLVMRenderer?")
+    d = json.loads(first[len("; tinyspec "):])
+    return KernelInfo(tuple(d["buffers"]), tuple(d["variables"]), d["split"], d["partials"], d["work"])
+
+def _base(u: UOp) -> UOp:
+  while u.op in (Ops.AFTER, Ops.INDEX): u = u.src[0]
+  return u
+
+def _is_reg(u: UOp) -> bool: return (b := _base(u)).op is Ops.BUFFER and b.arg[3] is AddrSpace.REG
+
+def _accumulation(st: UOp) -> UOp | None:
+  """The ALU node of STORE st if it is a register accumulation `acc = acc <op> x`, op ADD, MUL or MAX."""
+  val = st.src[1]
+  if not _is_reg(st.src[0]) or val.op not in (Ops.ADD, Ops.MUL, Ops.MAX): return None
+  return val if any(s.op is Ops.LOAD and s.src[0] is st.src[0] for s in val.src) else None
+
+def _split(prog: tuple[UOp, ...]) -> tuple[UOp, tuple[tuple[UOp, Ops], ...]] | None:
+  """How a kernel splits over cores, if it can: on its only outermost loop, in a kernel that reads no buffer it writes
+  (iterations could then depend on each other through memory), which is either an output axis holding every store to
+  global memory (each core runs its share), or a reduce loop whose body only accumulates into one-element registers,
+  every store coming after it (each core accumulates its share; the accumulators and their ops are returned)."""
+  depth, top, end, loaded, stored, accs, inside, outside, other_regs = 0, [], len(prog), set(), set(), {}, [], [], False
+  for i, u in enumerate(prog):
+    if u.op is Ops.RANGE:
+      if depth == 0: top.append(u)
+      depth += 1
+    elif u.op is Ops.END:
+      depth -= len(u.src) - 1
+      if depth == 0: end = min(end, i)
+    elif u.op is Ops.LOAD and (b := _base(u.src[0])).op is Ops.PARAM: loaded.add(b)
+    elif u.op is Ops.STORE and (b := _base(u.src[0])).op is Ops.PARAM:
+      stored.add(b)
+      (inside if depth else outside).append(i)
+    elif u.op is Ops.STORE and depth:  # a register write inside the loop: splittable as a reduction if an accumulation
+      acc = _accumulation(u)
+      if acc is None or _base(u.src[0]).shape != (1,) or accs.setdefault(_base(u.src[0]), acc.op) is not acc.op: other_regs = True
+  if len(top) != 1 or loaded & stored: return None
+  if top[0].arg[1] in _SPLITTABLE and not outside: return top[0], ()
+  if top[0].arg[1] is AxisType.REDUCE and accs and not (inside or other_regs) and all(i > end for i in outside): return top[0], tuple(accs.items())
+  return None
+
+def _work(prog: tuple[UOp, ...]) -> int:
+  """The most iterations any loop body runs (product of the bounds of its nest, variables at their maximum)."""
+  best, nest = 1, [1]
+  for u in prog:
+    if u.op is Ops.RANGE: nest.append(nest[-1] * max(0, int(u.src[0].vmax))); best = max(best, nest[-1])
+    elif u.op is Ops.END: del nest[-(len(u.src) - 1):]
+  return best
+
+
+class LLVMRenderer(Renderer):
+  """LINEAR programs as LLVM IR functions (see the module docstring). A device subclass sets `device`; with `threads` > 1
+  kernels take (core_id, core_count) and run only their share of the outermost loop."""
+  native = frozenset({Ops.NEG, Ops.SUB, Ops.DIV, Ops.CMPGT, Ops.CMPGE, Ops.CMPLE, Ops.CMPEQ, Ops.NOT, Ops.SQRT, Ops.MULACC})
+  split_min_work: int = 0
+  """Kernels with fewer innermost iterations than this are rendered whole, without (core_id, core_count), even with
+  `threads` > 1: splitting them would cost more than it saves."""
+
+  def render(self, name: str, linear: UOp) -> str:
+    return _Function(name, linear.src, self.threads > 1 and _work(linear.src) >= self.split_min_work).render()
+
+
+class _Function:
+  """The state of rendering one kernel: the lines so far, each value's operand text, the open blocks."""
+  def __init__(self, name: str, prog: tuple[UOp, ...], threads: bool):
+    self.name, self.prog = name, prog
+    self.lines: list[str] = []
+    self.allocas: list[str] = []
+    self.decls: set[str] = set()
+    self.val: dict[UOp, str] = {}
+    self.ntmp = 0
+    self.block = "entry"
+    self.loops: dict[UOp, tuple[str, int]] = {}   # open RANGE -> (its block number, the line of its phi: patched at END)
+    # only a register accumulation may be reassociated: that is what lets LLVM vectorize a float reduction
+    self.reductions = {acc for st in prog if st.op is Ops.STORE and (acc := _accumulation(st)) is not None}
+    self.split, self.partials = (_split(prog) if threads else None) or (None, ())
+    self.threads = self.split is not None  # a kernel that cannot be split takes no core arguments
+
+  # ---- small helpers ----
+  def tmp(self) -> str:
+    self.ntmp += 1
+    return f"%t{self.ntmp}"
+  def emit(self, text: str) -> str:
+    """Emit `%tN = text` and return %tN."""
+    self.lines.append(f"  {(t := self.tmp())} = {text}")
+    return t
+  def label(self, name: str) -> None:
+    self.lines.append(f"{name}:")
+    self.block = name
+  def intrinsic(self, name: str, ret: str, *args: str) -> str:
+    self.decls.add(f"declare {ret} @{name}({', '.join(args)})")
+    return name
+  def call(self, base: str, ty: str, *ops: str) -> str:
+    fn = self.intrinsic(f"llvm.{base}.{_SUFFIX[ty]}", ty, *([ty] * len(ops)))
+    return self.emit(f"call {ty} @{fn}({', '.join(f'{ty} {o}' for o in ops)})")
+  def op(self, u: UOp) -> str:
+    if u.op is Ops.CONST: return const(u.arg[0], u.dtype.scalar())
+    if u not in self.val: raise ValueError(f"LLVM render of {self.name}: {u.op.name} is used before it is computed (not in LINEAR order)")
+    return self.val[u]
+
+  # ---- the function ----
+  def render(self) -> str:
+    params = sorted((u for u in self.prog if u.op is Ops.PARAM), key=lambda u: (isinstance(u.arg[0], str), u.arg[0]))
+    bufs = [p for p in params if not isinstance(p.arg[0], str)]
+    variables = [p for p in params if isinstance(p.arg[0], str)]
+    if (slots := [p.arg[0] for p in bufs]) != list(range(len(bufs))): raise ValueError(f"{self.name}: buffer PARAMs must be 0..n-1, got {slots}")
+    args = [f"ptr noalias %data{p.arg[0]}" for p in bufs] + [f"i64 %var{i}" for i in range(len(variables))]
+    if self.partials: args.append("ptr noalias %partials")
+    if self.threads: args += ["i64 %core_id", "i64 %core_count"]
+    for p in bufs: self.val[p] = f"%data{p.arg[0]}"
+    for i, p in enumerate(variables):
+      self.val[p] = f"%var{i}" if _REG[p.dtype] == "i64" else self.emit(f"trunc i64 %var{i} to {_REG[p.dtype]}")
+    for u in self.prog:
+      if u.op is Ops.PARAM: continue
+      if (fn := _RENDER.get(u.op)) is None: raise NotImplementedError(f"LLVM render of {self.name}: {u.op.name} is not supported")
+      if (out := fn(self, u)) is not None: self.val[u] = out
+    info = KernelInfo(tuple(p.dtype.name for p in bufs), tuple(p.arg[0] for p in variables),
+                      int(self.split.src[0].vmax) if self.split is not None else None, len(self.partials), _work(self.prog))
+    body = "\n".join(["entry:", *self.allocas, *self.lines, "  ret void"])
+    return "\n".join([f"; tinyspec {json.dumps(asdict(info))}", f"define void @{self.name}({', '.join(args)}) #0 {{", body, "}",
+                      *sorted(self.decls), 'attributes #0 = { nounwind "frame-pointer"="none" }', ""])
+
+# ---- memory, loops and blocks ----
+
+def _buffer(f: _Function, u: UOp) -> str:
+  if u.arg[3] is not AddrSpace.REG: raise NotImplementedError(f"LLVM render of {f.name}: {u.arg[3].name} buffers need workgroups")
+  name = f"%acc{u.arg[0]}"
+  f.allocas.append(f"  {name} = alloca [{u.shape[0] if u.shape else 1} x {_MEM[u.dtype.scalar()]}]")
+  return name
+
+def _index(f: _Function, u: UOp) -> str:
+  base = _base(u.src[0])
+  return f.emit(f"getelementptr inbounds {_MEM[base.dtype.scalar()]}, ptr {f.op(base)}, i64 {f.op(u.src[1])}")
+
+def _load_value(f: _Function, dt: DType, ptr: str) -> str:
+  x = f.emit(f"load {_MEM[dt]}, ptr {ptr}")
+  if dt is dtypes.bool: return f.emit(f"trunc i8 {x} to i1")
+  if dt is dtypes.bfloat16: return _bits_to_bf16(f, x)
+  return x
+
+def _store_value(f: _Function, dt: DType, ptr: str, v: str) -> None:
+  if dt is dtypes.bool: v = f.emit(f"zext i1 {v} to i8")
+  if dt is dtypes.bfloat16: v = _bf16_to_bits(f, v)
+  f.lines.append(f"  store {_MEM[dt]} {v}, ptr {ptr}")
+
+def _guarded(f: _Function, gate: str, what) -> tuple[str | None, str, str]:
+  """Run `what()` only where `gate` holds: returns what it returned, the label the guarded block ends in and the one before."""
+  n, before = f.tmp()[2:], f.block
+  f.lines.append(f"  br i1 {gate}, label %then{n}, label %join{n}")
+  f.label(f"then{n}")
+  out = what()
+  inner = f.block
+  f.lines.append(f"  br label %join{n}")
+  f.label(f"join{n}")
+  return out, inner, before
+
+def _load(f: _Function, u: UOp) -> str:
+  dt = u.dtype.scalar()
+  if len(u.src) < 3: return _load_value(f, dt, f.op(u.src[0]))
+  # a gated load reads memory only where the gate holds (the address may be out of bounds elsewhere), else it is alt
+  ptr, alt = f.op(u.src[0]), f.op(u.src[1])
+  x, inner, before = _guarded(f, f.op(u.src[2]), lambda: _load_value(f, dt, ptr))
+  return f.emit(f"phi {_REG[dt]} [ {x}, %{inner} ], [ {alt}, %{before} ]")
+
+def _store(f: _Function, u: UOp) -> None:
+  dt, ptr, v = u.src[1].dtype.scalar(), f.op(u.src[0]), f.op(u.src[1])
+  if len(u.src) < 3: _store_value(f, dt, ptr, v)
+  else: _guarded(f, f.op(u.src[2]), lambda: _store_value(f, dt, ptr, v))
+
+def _range(f: _Function, u: UOp) -> str:
+  n, start, bound = f.tmp()[2:], "0", f.op(u.src[0])
+  if f.partials and u is f.split: _combine_partials(f, n)
+  if u is f.split:  # this core's share of the iterations
+    lo, next_id = f.emit(f"mul i64 {bound}, %core_id"), f.emit("add i64 %core_id, 1")
+    start, bound = f.emit(f"udiv i64 {lo}, %core_count"), f.emit(f"udiv i64 {f.emit(f'mul i64 {bound}, {next_id}')}, %core_count")
+  before = f.block
+  f.lines.append(f"  br label %loop{n}")
+  f.label(f"loop{n}")
+  f.lines.append(f"  %r{n} = phi i64 [ {start}, %{before} ], [ %r{n}.next, %LATCH ]")
+  f.loops[u] = (n, len(f.lines) - 1)
+  more = f.emit(f"icmp slt i64 %r{n}, {bound}")
+  f.lines.append(f"  br i1 {more}, label %body{n}, label %exit{n}")
+  f.label(f"body{n}")
+  return f"%r{n}"
+
+def _end(f: _Function, u: UOp) -> None:
+  for rng in u.src[1:]:
+    n, phi = f.loops.pop(rng)
+    f.lines[phi] = f.lines[phi].replace("%LATCH", f"%{f.block}")
+    f.lines.append(f"  %r{n}.next = add nuw nsw i64 %r{n}, 1")
+    f.lines.append(f"  br label %loop{n}")
+    f.label(f"exit{n}")
+    if f.partials and rng is f.split: _leave_partials(f, n)
+
+# a split reduction: the combining call (core_id == core_count) skips the loop and folds every core's partials into the
+# accumulators instead; a partial call (core_id < core_count > 1) stores its accumulators to partials after the loop and returns
+
+def _partial(f: _Function, k: int, core: str) -> str:
+  """The address of accumulator k's slot for `core` in %partials (8 bytes each, core-major within an accumulator)."""
+  slot = f.emit(f"add i64 {f.emit(f'mul i64 %core_count, {k}')}, {core}")
+  return f.emit(f"getelementptr inbounds i64, ptr %partials, i64 {slot}")
+
+def _combine_partials(f: _Function, n: str) -> None:
+  combining = f.emit("icmp uge i64 %core_id, %core_count")
+  f.lines.append(f"  br i1 {combining}, label %combine{n}, label %share{n}")
+  f.label(f"combine{n}")
+  f.lines.append(f"  br label %fold{n}")
+  f.label(f"fold{n}")
+  f.lines.append(f"  %c{n} = phi i64 [ 0, %combine{n} ], [ %c{n}.next, %fold{n} ]")
+  for k, (acc, op) in enumerate(f.partials):
+    dt = acc.dtype.scalar()
+    folded = _fold(f, op, dt, _load_value(f, dt, f.val[acc]), _load_value(f, dt, _partial(f, k, f"%c{n}")))
+    _store_value(f, dt, f.val[acc], folded)
+  f.lines.append(f"  %c{n}.next = add nuw nsw i64 %c{n}, 1")
+  f.lines.append(f"  br i1 {f.emit(f'icmp ult i64 %c{n}.next, %core_count')}, label %fold{n}, label %exit{n}")
+  f.label(f"share{n}")
+
+def _leave_partials(f: _Function, n: str) -> None:
+  partial = f.emit(f"and i1 {f.emit('icmp ugt i64 %core_count, 1')}, {f.emit('icmp ult i64 %core_id, %core_count')}")
+  f.lines.append(f"  br i1 {partial}, label %partial{n}, label %rest{n}")
+  f.label(f"partial{n}")
+  for k, (acc, _) in enumerate(f.partials):
+    dt = acc.dtype.scalar()
+    _store_value(f, dt, _partial(f, k, "%core_id"), _load_value(f, dt, f.val[acc]))
+  f.lines.append("  ret void")
+  f.label(f"rest{n}")
+
+def _fold(f: _Function, op: Ops, dt: DType, a: str, b: str) -> str:
+  """a <op> b for a reduce op (ADD, MUL, MAX) on registers of dtype dt."""
+  t = _REG[dt]
+  if dt is dtypes.bool: return f.emit(f"{_BOOL[op]} i1 {a}, {b}")
+  if _isf(dt):
+    out = f.call("maximum", t, a, b) if op is Ops.MAX else f.emit(f"{_FOPS[op]} reassoc nsz {t} {a}, {b}")
+    return _bf16(f, out) if dt is dtypes.bfloat16 else out
+  if op is not Ops.MAX: return f.emit(f"{op.name.lower()} {t} {a}, {b}")
+  gt = f.emit(f"icmp {'sgt' if _signed(dt) else 'ugt'} {t} {a}, {b}")
+  return f.emit(f"select i1 {gt}, {t} {a}, {t} {b}")
+
+def _if(f: _Function, u: UOp) -> None:
+  n = f.tmp()[2:]
+  f.lines.append(f"  br i1 {f.op(u.src[0])}, label %if{n}, label %endif{n}")
+  f.label(f"if{n}")
+  f.val[u] = n
+
+def _endif(f: _Function, u: UOp) -> None:
+  n = f.val[u.src[0]]
+  f.lines.append(f"  br label %endif{n}")
+  f.label(f"endif{n}")
+
+# ---- arithmetic ----
+
+def _bf16(f: _Function, x: str) -> str:
+  """A float register rounded to bfloat16 precision (to nearest even, nan kept): what every bfloat16 result goes through."""
+  bits = f.emit(f"bitcast float {x} to i32")
+  odd = f.emit(f"and i32 {f.emit(f'lshr i32 {bits}, 16')}, 1")
+  bias = f.emit(f"add i32 {odd}, 32767")
+  up = f.emit(f"add i32 {bits}, {bias}")
+  rounded = f.emit(f"bitcast i32 {f.emit(f'and i32 {up}, -65536')} to float")
+  return f.emit(f"select i1 {f.emit(f'fcmp uno float {x}, 0.0')}, float {x}, float {rounded}")
+
+def _bits_to_bf16(f: _Function, x: str) -> str:
+  wide = f.emit(f"zext i16 {x} to i32")
+  return f.emit(f"bitcast i32 {f.emit(f'shl i32 {wide}, 16')} to float")
+
+def _bf16_to_bits(f: _Function, x: str) -> str:
+  bits = f.emit(f"bitcast float {x} to i32")
+  return f.emit(f"trunc i32 {f.emit(f'lshr i32 {bits}, 16')} to i16")
+
+def _divmod(f: _Function, u: UOp, t: str, a: str, b: str) -> str:
+  """Integer // and % as Python floors them; x // 0 and x % 0 are 0. Signed: the divisor is made safe first (0 and -1
+  become 1: sdiv by 0 is undefined, and MIN // -1 overflows), then a truncated quotient is moved toward -inf."""
+  zero = f.emit(f"icmp eq {t} {b}, 0")
+  if not _signed(u.dtype):
+    safe = f.emit(f"select i1 {zero}, {t} 1, {t} {b}")
+    res = f.emit(f"{'udiv' if u.op is Ops.IDIV else 'urem'} {t} {a}, {safe}")
+    return f.emit(f"select i1 {zero}, {t} 0, {t} {res}")
+  neg1 = f.emit(f"icmp eq {t} {b}, -1")
+  safe = f.emit(f"select i1 {f.emit(f'or i1 {zero}, {neg1}')}, {t} 1, {t} {b}")
+  q, r = f.emit(f"sdiv {t} {a}, {safe}"), f.emit(f"srem {t} {a}, {safe}")
+  # floor: a nonzero remainder whose sign differs from the divisor's means the truncated quotient is one too high
+  signs = f.emit(f"xor {t} {r}, {b}")
+  fix = f.emit(f"and i1 {f.emit(f'icmp ne {t} {r}, 0')}, {f.emit(f'icmp slt {t} {signs}, 0')}")
+  if u.op is Ops.IDIV:
+    floored = f.emit(f"sub {t} {q}, {f.emit(f'zext i1 {fix} to {t}')}")
+    q = f.emit(f"select i1 {neg1}, {t} {f.emit(f'sub {t} 0, {a}')}, {t} {floored}")
+    return f.emit(f"select i1 {zero}, {t} 0, {t} {q}")
+  r = f.emit(f"select i1 {fix}, {t} {f.emit(f'add {t} {r}, {b}')}, {t} {r}")
+  return f.emit(f"select i1 {zero}, {t} 0, {t} {r}")
+
+def _shift(f: _Function, u: UOp, t: str, a: str, b: str) -> str:
+  """a << b, a >> b (arithmetic for signed a); a shift by a negative amount or by the width or more gives 0."""
+  bt = _REG[u.src[1].dtype.scalar()]
+  if bt != t:  # the amount may be another int width: bring it to a's
+    wide = int(bt[1:]) > int(t[1:])
+    ok = f.emit(f"icmp ult {bt} {b}, {8 * u.dtype.itemsize}")
+    b = f.emit(f"{'trunc' if wide else 'zext' if not _signed(u.src[1].dtype) else 'sext'} {bt} {b} to {t}")
+  else: ok = f.emit(f"icmp ult {t} {b}, {8 * u.dtype.itemsize}")
+  amount = f.emit(f"select i1 {ok}, {t} {b}, {t} 0")
+  shifted = f.emit(f"{'shl' if u.op is Ops.SHL else 'ashr' if _signed(u.dtype) else 'lshr'} {t} {a}, {amount}")
+  return f.emit(f"select i1 {ok}, {t} {shifted}, {t} 0")
+
+def _cast(f: _Function, x: str, src: DType, dst: DType) -> str:
+  """CAST as numpy does it: to bool is x != 0, bools are 0/1, ints wrap, floats to ints truncate (saturating out of range,
+  nan to 0), float widths round to nearest."""
+  st, dt = _REG[src], _REG[dst]
+  if src is dst: return x
+  if dst is dtypes.bool: return f.emit(f"fcmp une {st} {x}, 0.0") if _isf(src) else f.emit(f"icmp ne {st} {x}, 0")
+  if _isf(dst):
+    if src is dtypes.float64 and dst.itemsize == 2: x, st = _to_float_odd(f, x), "float"  # x86 has no direct double -> half
+    if src is dtypes.bool or not _isf(src): out = f.emit(f"{'sitofp' if _signed(src) else 'uitofp'} {st} {x} to {dt}")
+    else: out = x if st == dt else f.emit(f"{'fpext' if _FBITS[st] < _FBITS[dt] else 'fptrunc'} {st} {x} to {dt}")
+    return _bf16(f, out) if dst is dtypes.bfloat16 else out
+  bits = 8 * dst.itemsize
+  if _isf(src):  # saturating conversions are defined for every input; through int64 so that narrower ints wrap as numpy's do
+    wide = f.emit(f"call i64 @{f.intrinsic(f'llvm.fptosi.sat.i64.{_SUFFIX[st]}', 'i64', st)}({st} {x})")
+    if dst is dtypes.uint64:  # from 2**63 up only an unsigned conversion reaches; below it, negatives wrap like numpy's
+      big = f.emit(f"call i64 @{f.intrinsic(f'llvm.fptoui.sat.i64.{_SUFFIX[st]}', 'i64', st)}({st} {x})")
+      return f.emit(f"select i1 {f.emit(f'fcmp olt {st} {x}, {const(2.0 ** 63, src)}')}, i64 {wide}, i64 {big}")
+    return wide if bits == 64 else f.emit(f"trunc i64 {wide} to {dt}")
+  sbits = 1 if src is dtypes.bool else 8 * src.itemsize
+  if sbits == bits: return x
+  if sbits > bits: return f.emit(f"trunc {st} {x} to {dt}")
+  return f.emit(f"{'sext' if _signed(src) else 'zext'} {st} {x} to {dt}")
+
+_FBITS = {"half": 16, "float": 32, "double": 64}
+
+def _to_float_odd(f: _Function, x: str) -> str:
+  """A double as a float rounded to odd (toward zero, then the last bit set if anything was lost): rounding that float
+  again to 16 bits gives the correctly rounded result, where rounding to nearest twice could be off by one."""
+  r = f.emit(f"fptrunc double {x} to float")
+  back = f.emit(f"fpext float {r} to double")
+  inexact = f.emit(f"fcmp une double {back}, {x}")
+  away = f.emit(f"xor i1 {f.emit(f'fcmp ogt double {back}, {x}')}, {f.emit(f'fcmp olt double {x}, 0.0')}")  # |r| > |x|
+  step = f.emit(f"zext i1 {f.emit(f'and i1 {away}, {inexact}')} to i32")
+  toward_zero = f.emit(f"sub i32 {f.emit(f'bitcast float {r} to i32')}, {step}")
+  odd = f.emit(f"or i32 {toward_zero}, {f.emit(f'zext i1 {inexact} to i32')}")
+  return f.emit(f"bitcast i32 {odd} to float")
+
+def _bitcast(f: _Function, x: str, src: DType, dst: DType) -> str:
+  if src is dtypes.bfloat16: x, src = _bf16_to_bits(f, x), dtypes.int16
+  if dst is dtypes.bfloat16: return _bits_to_bf16(f, x if _REG[src] == "i16" else f.emit(f"bitcast {_REG[src]} {x} to i16"))
+  return x if _REG[src] == _REG[dst] else f.emit(f"bitcast {_REG[src]} {x} to {_REG[dst]}")
+
+def _alu(f: _Function, u: UOp) -> str:
+  op, dt = u.op, u.dtype.scalar()
+  srcs = [f.op(s) for s in u.src]
+  sdt = u.src[-1].dtype.scalar()  # the operands' dtype (WHERE's gate is src[0])
+  t = _REG[sdt]
+  if op is Ops.CAST: return _cast(f, srcs[0], sdt, dt)
+  if op is Ops.BITCAST: return _bitcast(f, srcs[0], sdt, dt)
+  if op is Ops.WHERE: return f.emit(f"select i1 {srcs[0]}, {t} {srcs[1]}, {t} {srcs[2]}")
+  if op in _FCMP:
+    if _isf(sdt): return f.emit(f"fcmp {_FCMP[op]} {t} {srcs[0]}, {srcs[1]}")
+    cc = _ICMP[op] if op in (Ops.CMPNE, Ops.CMPEQ) else ("s" if _signed(sdt) else "u") + _ICMP[op]
+    return f.emit(f"icmp {cc} {t} {srcs[0]}, {srcs[1]}")
+  if op is Ops.NOT: return f.emit(f"xor i1 {srcs[0]}, true") if sdt is dtypes.bool else f.emit(f"icmp ne {t} {srcs[0]}, 1")
+  if op in (Ops.IDIV, Ops.MOD): return _divmod(f, u, t, *srcs)
+  if op in (Ops.SHL, Ops.SHR): return _shift(f, u, _REG[dt], *srcs)
+  if _isf(dt): out = _float_alu(f, u, t, srcs)
+  elif dt is dtypes.bool: out = f.emit(f"{_BOOL[op]} i1 {', '.join(srcs)}") if op in _BOOL else _int_alu(f, u, t, srcs)
+  else: out = _int_alu(f, u, t, srcs)
+  return _bf16(f, out) if dt is dtypes.bfloat16 and op not in (Ops.NEG, Ops.MAX) else out
+
+_BOOL = {Ops.ADD: "or", Ops.MUL: "and", Ops.MAX: "or", Ops.SUB: "xor"}  # numpy's add/multiply/maximum on bools are or/and/or
+
+def _float_alu(f: _Function, u: UOp, t: str, s: list[str]) -> str:
+  op = u.op
+  # only a register accumulation may be reassociated: that is what lets LLVM vectorize a float reduction
+  fm = "reassoc nsz " if u in f.reductions else ""
+  if op in (Ops.ADD, Ops.SUB, Ops.MUL, Ops.DIV): return f.emit(f"{_FOPS[op]} {fm}{t} {s[0]}, {s[1]}")
+  if op is Ops.MULACC: return f.emit(f"fadd {t} {f.emit(f'fmul {t} {s[0]}, {s[1]}')}, {s[2]}")
+  if op is Ops.NEG: return f.emit(f"fneg {t} {s[0]}")
+  if op is Ops.RECIP: return f.emit(f"fdiv {t} {const(1.0, u.dtype.scalar())}, {s[0]}")
+  if op is Ops.MAX: return f.call("maximum", t, *s)  # propagates nan, as numpy's maximum does
+  if op is Ops.TRUNC: return f.call("trunc", t, *s)
+  if op is Ops.SQRT: return f.call("sqrt", t, *s)
+  raise NotImplementedError(f"LLVM render of {f.name}: {op.name} on {u.dtype}")
+
+_FOPS = {Ops.ADD: "fadd", Ops.SUB: "fsub", Ops.MUL: "fmul", Ops.DIV: "fdiv"}
+
+def _int_alu(f: _Function, u: UOp, t: str, s: list[str]) -> str:
+  op, nsw = u.op, " nsw" if u.dtype is dtypes.index else ""  # index arithmetic never overflows 64 bits
+  if op in (Ops.ADD, Ops.SUB, Ops.MUL): return f.emit(f"{op.name.lower()}{nsw} {t} {s[0]}, {s[1]}")
+  if op in (Ops.XOR, Ops.OR, Ops.AND): return f.emit(f"{op.name.lower()} {t} {s[0]}, {s[1]}")
+  if op is Ops.MULACC: return f.emit(f"add {t} {f.emit(f'mul {t} {s[0]}, {s[1]}')}, {s[2]}")
+  if op is Ops.NEG: return f.emit(f"sub {t} 0, {s[0]}")
+  if op is Ops.MAX:
+    gt = f.emit(f"icmp {'s' if _signed(u.dtype) else 'u'}gt {t} {s[0]}, {s[1]}")
+    return f.emit(f"select i1 {gt}, {t} {s[0]}, {t} {s[1]}")
+  if op is Ops.TRUNC: return s[0]
+  raise NotImplementedError(f"LLVM render of {f.name}: {op.name} on {u.dtype}")
+
+_RENDER = {
+  Ops.CONST: lambda f, u: None, Ops.BUFFER: _buffer, Ops.INDEX: _index, Ops.LOAD: _load, Ops.STORE: _store,
+  Ops.RANGE: _range, Ops.END: _end, Ops.IF: _if, Ops.ENDIF: _endif, Ops.AFTER: lambda f, u: f.val.get(u.src[0]),
+  **{op: (lambda f, u: None) for op in _NOTHING},
+  **{op: _alu for op in (Ops.RECIP, Ops.TRUNC, Ops.CAST, Ops.BITCAST, Ops.ADD, Ops.MUL, Ops.MAX, Ops.MOD, Ops.IDIV, Ops.CMPLT, Ops.CMPNE,
+                         Ops.XOR, Ops.OR, Ops.AND, Ops.SHR, Ops.SHL, Ops.WHERE, *LLVMRenderer.native)},
+}

@@ -1,0 +1,106 @@
+"""The LLVM IR renderer's text, without compiling it (llvmlite is the CPU plugin's, not the core's): function signature
+and noalias pointers, loops as phi blocks, accumulators, the reassociation allowed on reductions only, the split over
+cores, gated loads, constants, and the header a runtime reads."""
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from kernel_builders import end, f32, i32, load, lower, param, special, store
+from tinyspec import Tensor, dtypes
+from tinyspec.engine.callify import callify
+from tinyspec.engine.expand import expand
+from tinyspec.engine.isel import isel
+from tinyspec.engine.linearize import linearize
+from tinyspec.engine.rangeify import rangeify
+from tinyspec.renderer.llvmir import KernelInfo, LLVMRenderer, bf16_round, const
+from tinyspec.uop import Ops, UOp
+
+
+class Sequential(LLVMRenderer): device = "TEST"
+class Threaded(LLVMRenderer): device, threads = "TEST", 4
+
+def kernel(t: Tensor) -> UOp:
+  """The LINEAR program of the one kernel that computes `t`."""
+  items = rangeify(callify(t.uop)).items
+  assert len(items) == 1
+  return linearize(isel(expand(items[0].ast), LLVMRenderer.native))
+
+def vec(n: int, dt=np.float32) -> Tensor: return Tensor(np.arange(n, dtype=dt), device="PYTHON")
+
+def test_elementwise_kernel():
+  src = Sequential().render("E_16", kernel(vec(16) + vec(16)))
+  assert "define void @E_16(ptr noalias %data0, ptr noalias %data1, ptr noalias %data2) #0 {" in src
+  assert src.count("phi i64") == 1 and "icmp slt i64 %r1, 16" in src and "add nuw nsw i64 %r1, 1" in src
+  assert "fadd float" in src and "reassoc" not in src and "alloca" not in src
+  assert src.count("store float") == 1 and src.count("load float") == 2
+  assert KernelInfo.parse(src) == KernelInfo(("float32", "float32", "float32"), (), None, 0, 16)
+
+def test_reduce_kernel_accumulates_in_a_register():
+  src = Sequential().render("r_4_8", kernel((vec(32) + vec(32)).reshape(4, 8).sum(axis=1)))
+  assert "%acc0 = alloca [1 x float]" in src
+  assert src.index("alloca") < src.index("br label")  # in the entry block, where LLVM promotes it to a register
+  assert src.count("phi i64") == 2 and "store float 0x0000000000000000" in src  # two loops; the identity stored first
+  assert src.count("fadd reassoc nsz float") == 1 and src.count("fadd float") == 1  # only the accumulation may reassociate
+
+def test_max_reduce_keeps_nan_and_starts_at_minus_inf():
+  src = Sequential().render("r_8", kernel(vec(8).max()))
+  assert "call float @llvm.maximum.f32(" in src and "declare float @llvm.maximum.f32(float, float)" in src
+  assert "store float 0xFFF0000000000000" in src
+
+def test_threads_split_the_outer_loop():
+  src = Threaded().render("E_6_5", kernel(vec(30).reshape(6, 5) * 2))
+  assert "i64 %core_id, i64 %core_count) #0 {" in src and "udiv i64" in src
+  info = KernelInfo.parse(src)
+  assert info.split == 6 and info.work == 30
+  class Picky(Threaded): split_min_work = 31
+  small = Picky().render("E_6_5", kernel(vec(30).reshape(6, 5) * 2))  # too little work to pay for threads: rendered whole
+  assert "core_id" not in small and KernelInfo.parse(small).split is None
+
+def test_full_reduction_splits_in_two_steps():
+  src = Threaded().render("r_30", kernel(vec(30).sum() * 2))
+  info = KernelInfo.parse(src)
+  assert info.split == 30 and info.partials == 1 and "ptr noalias %partials, i64 %core_id, i64 %core_count) #0 {" in src
+  combine, leave = src.index("icmp uge i64 %core_id, %core_count"), src.index("icmp ult i64 %core_id, %core_count")
+  assert combine < src.index("phi i64 [ %") < leave < src.index("ret void") < src.index("fmul float")  # fold, share, partials, rest
+  assert KernelInfo.parse(Sequential().render("r_30", kernel(vec(30).sum()))).partials == 0
+
+def test_gated_load_branches_around_the_load():
+  r = UOp.range(8, 0)
+  lin = lower(end(store(param(0, 8, f32), r, load(param(1, 8, f32), r + -2, UOp.const(-1.0, f32), UOp.const(1) < r)), r))
+  src = Sequential().render("shifted", lin)
+  lines = src.splitlines()
+  br = next(i for i, line in enumerate(lines) if line.strip().startswith("br i1") and "%then" in line)
+  assert lines[br + 1].startswith("then") and "load float" in lines[br + 2]
+  assert any("phi float" in line and "0xBFF0000000000000" in line for line in lines)  # alt -1.0 where the gate is false
+
+def test_integer_division_is_guarded():
+  r = UOp.range(4, 0)
+  a, b = load(param(1, 4, i32), r), load(param(2, 4, i32), r)
+  src = Sequential().render("div", lower(end(store(param(0, 4, i32), r, UOp(Ops.IDIV, (a, b))), r)))
+  assert "sdiv i32" in src and "icmp eq i32" in src and "select i1" in src  # x // 0 and MIN // -1 never reach sdiv
+
+def test_variables_come_after_the_buffers():
+  n = UOp.variable("n", 0, 8)
+  r = UOp.range(n, 0)
+  src = Sequential().render("k", lower(end(store(param(0, 8, i32), r, (r * n).cast(i32)), r)))
+  assert "define void @k(ptr noalias %data0, i64 %var0) #0 {" in src and KernelInfo.parse(src).variables == ("n",)
+
+@pytest.mark.parametrize("value, dt, text", [
+  (float("nan"), dtypes.float32, "0x7FF8000000000000"), (float("inf"), dtypes.float64, "0x7FF0000000000000"),
+  (0.1, dtypes.float32, "0x3FB99999A0000000"), (1.5, dtypes.float16, "0xH3E00"), (True, dtypes.bool, "true"),
+  (2 ** 32 - 1, dtypes.uint32, "-1"), (-5, dtypes.int8, "-5"), (1.00390625, dtypes.bfloat16, "0x3FF0000000000000"),
+])
+def test_constants(value, dt, text):
+  assert const(value, dt) == text
+
+def test_bf16_round_is_to_nearest_even():
+  assert bf16_round(1.0 + 2 ** -8) == 1.0 and bf16_round(1.0 + 3 * 2 ** -8) == 1.0 + 2 ** -6 and bf16_round(1.0 + 2 ** -7) == 1.0 + 2 ** -7
+
+def test_workgroups_are_not_supported():
+  lin = lower(store(param(0, 4, f32), special("gidx0", 4), UOp.const(1.0, f32)))
+  with pytest.raises(NotImplementedError, match="SPECIAL is not supported"): Sequential().render("k", lin)
+
+def test_renders_without_llvmlite():
+  code = "import sys, tinyspec.renderer.llvmir; sys.exit('llvmlite' in sys.modules)"
+  assert subprocess.run([sys.executable, "-c", code]).returncode == 0

@@ -1,0 +1,192 @@
+"""The CPU device: core's LLVM IR renderer, llvmlite compiling for the host CPU at O3, objects loaded into one MCJIT engine
+and called through ctypes on host memory from core's HostAllocator (numpy arrays, so buffers are shared with numpy).
+
+Kernels whose outermost loop can be split run on several cores: the program calls the kernel once per core from a thread
+pool with (core_id, core_count), and ctypes releases the GIL for each call. Small kernels run on the calling thread.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import re
+import struct
+import threading
+import time
+import weakref
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import llvmlite
+import llvmlite.binding as llvm
+import numpy as np
+from tinyspec.device import CompileError, Compiler, HostAllocator, Program, Runtime
+from tinyspec.dtype import dtypes
+from tinyspec.renderer.llvmir import KernelInfo, LLVMRenderer
+
+THREADS_ENV = "TINYSPEC_CPU_THREADS"
+MIN_WORK_PER_THREAD = 1 << 17
+"""Innermost iterations each thread must get for a kernel to be split: handing work to a pool thread costs tens of
+microseconds, about what this many iterations of a simple elementwise kernel take."""
+_SHOWN = re.compile(r"sse4\.2|avx|avx2|fma|f16c|avx512(f|bw|dq|vl|bf16|fp16|vnni)|amx-tile|neon|sve2?|dotprod|bf16")
+
+@dataclass(frozen=True)
+class Host:
+  """The machine code targets: LLVM's names for this process's triple, CPU and its features."""
+  triple: str
+  cpu: str
+  features: str
+  llvm_version: str
+
+  @property
+  def shown_features(self) -> list[str]:
+    """The enabled vector features worth naming in `tinyspec devices`."""
+    return [f[1:] for f in self.features.split(",") if f.startswith("+") and _SHOWN.fullmatch(f[1:])]
+
+  def target_machine(self) -> llvm.TargetMachine:
+    # the small code model and PIC: kernels are small, and their objects may be loaded anywhere in the address space
+    return llvm.Target.from_triple(self.triple).create_target_machine(cpu=self.cpu, features=self.features, opt=3, reloc="pic",
+                                                                      codemodel="default")
+
+@functools.cache
+def host() -> Host:
+  """The host target, initialized once; raises when LLVM cannot generate code for it."""
+  llvm.initialize_native_target()
+  llvm.initialize_native_asmprinter()
+  triple = llvm.get_process_triple()
+  try: features = llvm.get_host_cpu_features().flatten()
+  except RuntimeError: features = ""  # LLVM cannot read the features on every OS; the CPU name alone still picks them
+  h = Host(triple, llvm.get_host_cpu_name(), features, ".".join(map(str, llvm.llvm_version_info)))
+  h.target_machine()
+  return h
+
+def thread_count() -> int:
+  """$TINYSPEC_CPU_THREADS, else the cores this process may run on."""
+  if (env := os.environ.get(THREADS_ENV, "").strip()):
+    if not env.isdigit() or int(env) < 1: raise ValueError(f"{THREADS_ENV} must be a whole number >= 1, got {env!r}")
+    return int(env)
+  return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+class CPURenderer(LLVMRenderer):
+  """Core's LLVM IR renderer for the host: kernels split over `threads` cores when it is more than 1."""
+  device = "CPU"
+  def __init__(self, threads: int, h: Host):
+    self.threads, self.split_min_work = threads, 2 * MIN_WORK_PER_THREAD
+    # half precision converts with F16C on x86; without it LLVM would call runtime library functions the JIT cannot find
+    if h.triple.startswith(("x86_64", "i686", "i386")) and "+f16c" not in h.features: self.dtypes = LLVMRenderer.dtypes - {dtypes.float16}
+
+class CPUCompiler(Compiler):
+  """LLVM IR to a relocatable object for the host CPU, optimized at O3 by LLVM's new pass manager. The binary (what the
+  disk cache keeps) is the source's `; tinyspec` header line, the kernel's symbol, then the object. The symbol is the
+  kernel's name made unique by a hash of the source, since different kernels may share a name and all share one JIT."""
+  name = "llvmlite"
+  def __init__(self, h: Host):
+    self.host = h
+    self.version = f"llvmlite {llvmlite.__version__} LLVM {h.llvm_version} {h.triple} {h.cpu} {h.features} O3"
+    self.tm = h.target_machine()
+    pto = llvm.create_pipeline_tuning_options(speed_level=3)
+    pto.loop_vectorization, pto.slp_vectorization, pto.loop_unrolling = True, True, True
+    self.pb = llvm.create_pass_builder(self.tm, pto)
+    self.lock = threading.Lock()
+
+  def compile(self, src: str) -> bytes:
+    try:
+      header = src.split("\n", 1)[0]
+      KernelInfo.parse(src)
+      mod = llvm.parse_assembly(src)
+      mod.verify()
+    except (RuntimeError, ValueError, KeyError) as e: raise CompileError(self.name, str(e), src) from None
+    kernel = next(fn for fn in mod.functions if not fn.is_declaration)
+    kernel.name = symbol = f"{kernel.name}_{hashlib.sha256(src.encode()).hexdigest()[:16]}"
+    with self.lock:
+      mod.triple, mod.data_layout = self.host.triple, str(self.tm.target_data)
+      self.pb.getModulePassManager().run(mod, self.pb)  # a pass manager runs once: llvmlite's run consumes it
+      return f"{header}\n{symbol}\n".encode() + self.tm.emit_object(mod)
+
+_SYM = struct.Struct("<IBBHQQ")  # an ELF64 symbol: name offset, info, other, section index, value, size
+
+def _undefined_symbols(objfile: llvm.ObjectFileRef) -> list[str]:
+  """The names an ELF object file uses but does not define (empty for other formats, which are not checked)."""
+  sections = {s.name(): s.data() for s in objfile.sections()}
+  if b".symtab" not in sections or b".strtab" not in sections: return []
+  table, names = sections[b".symtab"], sections[b".strtab"]
+  out = []
+  for off in range(0, len(table) - _SYM.size + 1, _SYM.size):
+    name, _, _, shndx, _, _ = _SYM.unpack_from(table, off)
+    if shndx == 0 and name: out.append(names[name:names.index(b"\0", name)].decode())
+  return out
+
+_ADDRESSES: dict[int, tuple[weakref.ref, int]] = {}
+
+def _address(handle) -> int:
+  """A host buffer's address, remembered while the array lives: asking numpy costs more than the rest of a small call."""
+  if (hit := _ADDRESSES.get(key := id(handle))) is not None and hit[0]() is handle: return hit[1]
+  _ADDRESSES[key] = (weakref.ref(handle, lambda _, key=key: _ADDRESSES.pop(key, None)), addr := handle.ctypes.data)
+  return addr
+
+class CPUProgram(Program):
+  """One kernel loaded into the runtime's JIT, called through ctypes with the buffers' addresses."""
+  def __init__(self, name: str, binary: bytes, runtime: CPURuntime):
+    super().__init__(name, binary)
+    header, symbol, obj = binary.split(b"\n", 2)
+    self.info, self.runtime = KernelInfo.parse(header.decode()), runtime
+    addr = runtime.load(symbol.decode(), obj)
+    info = self.info
+    args = [ctypes.c_void_p] * len(info.buffers) + [ctypes.c_int64] * len(info.variables) + [ctypes.c_void_p] * bool(info.partials)
+    self.fn = ctypes.CFUNCTYPE(None, *args, *[ctypes.c_int64] * (2 * (info.split is not None)))(addr)
+    # threads only pay off with enough work for each; the split loop also caps them (one iteration each at most)
+    self.cores = max(1, min(runtime.threads, info.split or 1, info.work // MIN_WORK_PER_THREAD))
+    # a split reduction's cores leave their accumulators here (8 bytes each), for one more call to combine
+    self.partials = np.zeros(info.partials * self.cores, np.int64) if info.partials else None
+    self.lock = threading.Lock()
+
+  def __call__(self, *bufs, global_size=None, local_size=None, vals=(), wait=False):
+    if len(bufs) != len(self.info.buffers): raise TypeError(f"{self.name} takes {len(self.info.buffers)} buffers, got {len(bufs)}")
+    st = time.perf_counter()
+    args = [_address(b) for b in bufs] + list(vals) + ([self.partials.ctypes.data] if self.partials is not None else [])
+    if self.info.split is None: self.fn(*args)
+    elif self.cores == 1: self.fn(*args, 0, 1)
+    elif self.partials is None: self.runtime.parallel(self.fn, args, self.cores)
+    else:
+      with self.lock:  # the partials are this program's: two calls at once must not share them
+        self.runtime.parallel(self.fn, args, self.cores)
+        self.fn(*args, self.cores, self.cores)
+    return time.perf_counter() - st if wait else None
+
+class CPURuntime(Runtime):
+  """The opened CPU device. All its programs live in one MCJIT engine; kernels run synchronously, so there is nothing
+  to wait for."""
+  def __init__(self, name: str):
+    h = host()
+    self.threads = thread_count()
+    super().__init__(name, CPURenderer(self.threads, h), CPUCompiler(h), HostAllocator())
+    self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), h.target_machine())
+    self.lock = threading.Lock()
+    self.pool: ThreadPoolExecutor | None = None
+    self.pool_pid = 0
+
+  def load(self, symbol: str, obj: bytes) -> int:
+    """The address of `symbol`, adding the object file that defines it to the JIT unless it is there already."""
+    with self.lock:
+      if not (addr := self.engine.get_function_address(symbol)):
+        objfile = llvm.ObjectFileRef.from_data(obj)
+        # the JIT would leave a call to a function this process lacks as a jump to address 0: refuse such code instead
+        if missing := [s for s in _undefined_symbols(objfile) if not llvm.address_of_symbol(s)]:
+          raise RuntimeError(f"kernel {symbol} calls {', '.join(missing)}, which this process does not provide")
+        self.engine.add_object_file(objfile)
+        self.engine.finalize_object()
+        addr = self.engine.get_function_address(symbol)
+      if not addr: raise RuntimeError(f"the CPU JIT did not find {symbol} in its object file")
+      return addr
+
+  def program(self, name: str, binary: bytes) -> Program: return CPUProgram(name, binary, self)
+
+  def parallel(self, fn, args: list[int], n: int) -> None:
+    """fn(*args, core, n) for each core in 0..n-1 (n <= threads), the first on this thread, the others on the pool, at once."""
+    if self.pool is None or self.pool_pid != os.getpid():  # a forked child inherits the pool but not its threads
+      self.pool, self.pool_pid = ThreadPoolExecutor(self.threads - 1, thread_name_prefix="tinyspec-cpu"), os.getpid()
+    futures = [self.pool.submit(fn, *args, i, n) for i in range(1, n)]
+    fn(*args, 0, n)
+    for f in futures: f.result()
