@@ -1,11 +1,11 @@
-"""nox sessions mirroring tox.ini: `nox` runs core, torch and lint, `nox -s core -- -k name` passes arguments on to pytest.
+"""nox sessions mirroring tox.ini: `nox` runs core, torch, cpu, template and lint, `nox -s core -- -k name` passes arguments on to pytest.
 
-Plugin sessions (cpu, opencl, cuda, metal, amd) are added here, and in tox.ini, as plugins/tinyspec-* land.
+Plugin sessions (opencl, cuda, metal, amd) are added here, and in tox.ini, as plugins/tinyspec-* land.
 """
 import nox
 
 nox.needs_version = ">=2024.4.15"
-nox.options.sessions = ["core", "torch", "lint"]
+nox.options.sessions = ["core", "torch", "cpu", "template", "lint"]
 nox.options.reuse_venv = "yes"  # keep a session's virtualenv between runs; `nox -R`/`--no-reuse-existing-virtualenvs` rebuilds
 nox.options.error_on_missing_interpreters = True
 
@@ -13,9 +13,11 @@ RUFF = "ruff>=0.17,<0.18"  # same range as tox.ini
 
 @nox.session
 def core(session: nox.Session) -> None:
-  """Core tests against tinyspec installed (not editable) from ./core with the test extra, spec verifier on."""
+  """Core tests against tinyspec installed (not editable) from ./core with the test extra, spec verifier on; then the
+  conformance suite shipped in the wheel against the PYTHON device."""
   session.install("./core[test]")  # pip rebuilds and reinstalls a local directory on every run, so the code is current
   session.run("pytest", "core/tests", *session.posargs, env={"TINYSPEC_VERIFY": "1"})
+  session.run("pytest", "--pyargs", "tinyspec.conformance", "--tinyspec-device=PYTHON", env={"TINYSPEC_VERIFY": "1"})
 
 @nox.session
 def torch(session: nox.Session) -> None:
@@ -24,7 +26,21 @@ def torch(session: nox.Session) -> None:
   session.run("pytest", "core/tests", *session.posargs, env={"TINYSPEC_VERIFY": "1"})
 
 @nox.session
+def template(session: nox.Session) -> None:
+  """The plugin template (examples/plugin-template) as a third party ships it: its tests, then the conformance suite on its device CC."""
+  session.install("./core", "./examples/plugin-template[test]")
+  session.run("pytest", "examples/plugin-template/tests", *session.posargs, env={"TINYSPEC_VERIFY": "1"})
+  session.run("pytest", "--pyargs", "tinyspec.conformance", "--tinyspec-device=CC", env={"TINYSPEC_VERIFY": "1"})
+
+@nox.session
+def cpu(session: nox.Session) -> None:
+  """The CPU plugin (plugins/tinyspec-cpu, llvmlite): its tests, then the conformance suite on CPU."""
+  session.install("./core", "./plugins/tinyspec-cpu[test]")
+  session.run("pytest", "plugins/tinyspec-cpu/tests", *session.posargs, env={"TINYSPEC_VERIFY": "1"})
+  session.run("pytest", "--pyargs", "tinyspec.conformance", "--tinyspec-device=CPU", env={"TINYSPEC_VERIFY": "1"})
+
+@nox.session
 def lint(session: nox.Session) -> None:
-  """ruff check core bench (config: [tool.ruff] in pyproject.toml)."""
+  """ruff check core bench plugins examples (config: [tool.ruff] in pyproject.toml)."""
   session.install(RUFF)
-  session.run("ruff", "check", "core", "bench", *session.posargs)
+  session.run("ruff", "check", "core", "bench", "plugins", "examples", *session.posargs)
