@@ -228,9 +228,12 @@ def realize(*uops: UOp, device: str | tuple[str, ...] | None = None) -> tuple[UO
     return realize(*uops, device=device[0])
   device = Device.canonicalize(device or Device.DEFAULT)
   nodes = UOp.sink(*todo).toposort()
-  if any(n.op in (Ops.FUNCTION, Ops.PARAM) for n in nodes) and (resolved := _resolve_calls(uops, device)) is not uops:
+  ops = {n.op for n in nodes}  # one pass: the usual graph has no calls and no multi-device values, and pays for nothing more
+  if (Ops.FUNCTION in ops or Ops.PARAM in ops) and (resolved := _resolve_calls(uops, device)) is not uops:
     return realize(*resolved, device=device)
-  if any(n.op in (Ops.BUFFER, Ops.COPY) and multi.is_multi(n) for n in nodes): return _realize_multi(uops, device)
+  # values over several devices start at a BUFFER or a COPY whose device (arg) is a tuple
+  if any(type(n.arg[2]) is tuple if n.op is Ops.BUFFER else n.op is Ops.COPY and type(n.arg) is tuple for n in nodes):
+    return _realize_multi(uops, device)
   fn = callify(*todo, nodes=nodes)
   if (cs := _schedules.get(key := (fn.src[0], device))) is None: cs = _schedules[key] = _compile_schedule(fn, device)
   bufs = _run(cs, [_buffers[a] for a in fn.src[1:]])
