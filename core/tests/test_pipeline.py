@@ -173,3 +173,20 @@ def test_accumulator_inside_a_loop_it_does_not_depend_on():
   xn = rng.standard_normal((2, 3, 1, 1), dtype=np.float32)
   out = buf(xn).expand((2, 3, 4, 2)).reduce(Ops.ADD, (1,)).permute((1, 0, 2, 3))
   np.testing.assert_allclose(run(out), np.broadcast_to(xn, (2, 3, 4, 2)).sum(1, keepdims=True).transpose(1, 0, 2, 3), rtol=1e-6)
+
+def test_upcast_output_axis_with_a_reduction_shares_one_loop():
+  # out[i, j] = sum_k a[i, k] * b[k, j] with j UPCAST: expand copies the reduction per j, and the copies share k's loop
+  from kernel_builders import end, f32, load, param, store
+  from tinyspec.engine.expand import expand
+  from tinyspec.engine.linearize import linearize
+  from tinyspec.interpreter.run import Interpreter
+  n, m, kk = 3, 4, 5
+  i, j, k = UOp.range(n, 0), UOp.range(m, 1, AxisType.UPCAST), UOp.range(kk, 2, AxisType.REDUCE)
+  a, b, out = param(1, n * kk, f32), param(2, kk * m, f32), param(0, n * m, f32)
+  acc = UOp(Ops.REDUCE, (load(a, i * kk + k) * load(b, k * m + j), k), (Ops.ADD, ()))
+  lin = linearize(expand(UOp.sink(end(store(out, i * m + j, acc), j, i))))
+  assert sum(u.op is Ops.END and u.src[1] is k for u in lin.src) == 1
+  an, bn = rng.standard_normal((n, kk), dtype=np.float32), rng.standard_normal((kk, m), dtype=np.float32)
+  bufs = [np.zeros(n * m, np.float32), an.reshape(-1), bn.reshape(-1)]
+  Interpreter(lin)(bufs)
+  np.testing.assert_allclose(bufs[0].reshape(n, m), an @ bn, rtol=1e-5)

@@ -5,7 +5,8 @@ First the graph is brought into a form where order is explicit (`pm_linear_form`
   - a REDUCE becomes a register accumulator: STORE the identity, STORE acc <op> value inside the reduce loops, END them,
     then LOAD the result. The AFTERs tie each access to the ranges it must run in, so nothing is hoisted out of its loop;
   - an END of several ranges becomes nested single ENDs, innermost first;
-  - a gated STORE becomes IF(gate) / STORE / ENDIF.
+  - a gated STORE becomes IF(gate) / STORE / ENDIF;
+  - ENDs closing the same RANGE merge into one (`merge_loops`).
 Then every node gets a *scope*, the RANGEs and IFs it runs inside (those it depends on and that are not closed on the
 way), and the nodes are emitted: whatever fits the open blocks first (so loop-invariant work lands before its loop),
 else the innermost block is closed once nothing left needs it, else the next block is opened (the one that closes
@@ -72,10 +73,23 @@ pm_linear_form = PatternMatcher([
 ])
 
 
+def merge_loops(sink: UOp) -> UOp:
+  """One END per RANGE: ENDs closing the same RANGE (the copies expand makes of a reduction in an UPCAST kernel) become one
+  END of a GROUP of their bodies, so the copies share a single loop."""
+  while True:
+    ends: dict[UOp, list[UOp]] = {}
+    for u in sink.toposort():
+      if u.op is Ops.END: ends.setdefault(u.src[1], []).append(u)
+    # only ENDs whose bodies do not read one another: merging those would make a cycle
+    dup = next((es for es in ends.values() if len(es) > 1 and not any(e in f.src[0].toposort() for e in es for f in es)), None)
+    if dup is None: return sink
+    merged = UOp(Ops.END, (UOp(Ops.GROUP, tuple(e.src[0] for e in dup)), dup[0].src[1]))
+    sink = sink.substitute({e: merged for e in dup})
+
 def linearize(kernel: UOp) -> UOp:
   """The kernel SINK as a LINEAR program (see the module docstring)."""
   taken = [u.arg[0] for u in kernel.toposort() if u.op is Ops.BUFFER and u.arg[3] is not AddrSpace.GLOBAL]
-  sink = graph_rewrite(kernel, pm_linear_form, ctx=_Accumulators(1 + max(taken, default=-1)))
+  sink = merge_loops(graph_rewrite(kernel, pm_linear_form, ctx=_Accumulators(1 + max(taken, default=-1))))
   nodes = sink.toposort()[:-1]  # everything but the SINK itself
   order = {u: i for i, u in enumerate(nodes)}
   sc = scopes(sink)
