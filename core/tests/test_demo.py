@@ -24,7 +24,7 @@ def test_progress_and_header(capsys):
   assert main(["demo", "--steps", "3", "--seed", "1", "--device", "python"]) == 0
   out, err = capsys.readouterr()
   assert out.splitlines()[0] == "tinyspec demo: an MLP classifying two interleaved spirals, 3 Adam steps on PYTHON (seed 1)"
-  assert "3/3" in err and "loss" in err  # the progress (tqdm's or the plain one) goes to stderr, with the loss
+  assert "3/3" in err and "loss" in err  # tqdm's progress goes to stderr, with the loss
 
 def test_seeded_runs_repeat():
   a, b = train(steps=2, seed=7, device="PYTHON", points=64), train(steps=2, seed=7, device="PYTHON", points=64)

@@ -75,29 +75,15 @@ def train(steps: int = 150, seed: int = 0, device: str | None = None, points: in
   return DemoResult(device, losses, accuracy, len(yt), stats["kernels_compiled"] - compiled0, first, time.perf_counter() - t0)
 
 class Progress:
-  """A progress bar on stderr with the current loss: tqdm's when tqdm is installed, else one line redrawn with a carriage
-  return at most every 0.1 s (and at the last step); when stderr is not a terminal (a log), a plain line every tenth."""
+  """A tqdm progress bar on stderr with the current loss (redrawn at most every 0.1 s on a terminal, every second in a log)."""
   def __init__(self, total: int, device: str):
-    self.total, self.device, self.last, self.tty = total, device, 0.0, sys.stderr.isatty()
-    try:
-      from tqdm import tqdm
-      self.bar = tqdm(total=total, desc=f"training on {device}", unit="step")
-    except ImportError: self.bar = None  # tqdm is optional: the plain line below does
+    from tqdm import tqdm
+    self.total = total
+    self.bar = tqdm(total=total, desc=f"training on {device}", unit="step", file=sys.stderr, mininterval=0.1 if sys.stderr.isatty() else 1.0)
   def __call__(self, step: int, loss: float) -> None:
-    if self.bar is not None:
-      self.bar.set_postfix(loss=f"{loss:.4f}", refresh=False)
-      self.bar.update(1)
-      if step + 1 == self.total: self.bar.close()
-      return
-    last = step + 1 == self.total
-    if not self.tty:
-      if last or (step + 1) % max(self.total // 10, 1) == 0: print(f"step {step + 1}/{self.total}  loss {loss:.4f}", file=sys.stderr, flush=True)
-      return
-    if (now := time.perf_counter()) - self.last < 0.1 and not last: return
-    self.last, width = now, 30
-    done = width * (step + 1) // self.total
-    print(f"\rtraining on {self.device} [{'#' * done}{'.' * (width - done)}] step {step + 1}/{self.total}  loss {loss:.4f}",
-          end="\n" if last else "", file=sys.stderr, flush=True)
+    self.bar.set_postfix(loss=f"{loss:.4f}", refresh=False)
+    self.bar.update(1)
+    if step + 1 == self.total: self.bar.close()
 
 def summary(r: DemoResult) -> str:
   """The lines the demo ends with: loss, test accuracy, kernels compiled and time taken (`r` has at least one step)."""
