@@ -4,23 +4,13 @@ workgroup-shared memory with barriers. The launch sizes come from the SPECIALs: 
 workgroup."""
 import numpy as np
 
+from tinyspec.conformance.builders import ZERO, after, barrier, f32, i32, load, local, param, special, store
 from tinyspec.device import Buffer, Device
-from tinyspec.dtype import AddrSpace, dtypes
 from tinyspec.engine.expand import expand
 from tinyspec.engine.isel import isel
 from tinyspec.engine.linearize import linearize
 from tinyspec.uop import AxisType, Ops, UOp, verify
 
-f32, i32 = dtypes.float32, dtypes.int32
-ZERO = UOp.const(0)
-
-def param(k, size, dtype): return UOp(Ops.PARAM, (UOp.vec((size,)),), (k, dtype))
-def load(buf, i, *alt_gate): return UOp(Ops.LOAD, (buf.index(i), *alt_gate))
-def store(buf, i, val): return UOp(Ops.STORE, (buf.index(i), val))
-def special(name, n): return UOp(Ops.SPECIAL, (UOp.const(n),), name)
-def local(size, dtype=f32): return UOp(Ops.BUFFER, (UOp.vec((size,)),), (0, dtype, None, AddrSpace.LOCAL))
-def after(buf, *deps): return UOp(Ops.AFTER, (buf, *deps))
-def barrier(*deps): return UOp(Ops.BARRIER, deps)
 
 def launch(dev: str, root: UOp, *arrays: np.ndarray, vals: tuple[int, ...] = ()) -> list[np.ndarray]:
   """Lower a kernel (a STORE or SINK) for `dev` as realize does (expand, isel for its renderer, linearize), render,
