@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import weakref
 
+from tinyspec.dtype import dtypes
 from tinyspec.uop.ops import GroupOp, Ops
 from tinyspec.uop.uop import UOp
 
@@ -54,7 +55,7 @@ def _concat(parts: list[UOp], axis: int) -> UOp:
   k, n = parts[0].shape[axis], len(parts)
   full = tuple(s * n if d == axis else s for d, s in enumerate(parts[0].shape))
   placed = [p.pad(tuple(i * k if d == axis else 0 for d in range(p.ndim)), full) for i, p in enumerate(parts)]
-  return functools.reduce(lambda x, y: x | y if x.dtype.name == "bool" else x + y, placed)
+  return functools.reduce(lambda x, y: x | y if x.dtype is dtypes.bool else x + y, placed)
 
 def replicate(uop: UOp, devices: tuple[str, ...]) -> UOp:
   """uop with a whole copy on each of `devices` (seed 001's broadcast: one row per device, COPY, REPLICATED)."""
@@ -121,6 +122,6 @@ def split_devices(*uops: UOp) -> list[UOp | tuple[UOp, ...]]:
   sp = _Splitter()
   for u in UOp.sink(*uops).toposort():
     if u.op is Ops.SINK: continue
-    if u.op is Ops.STACK and u.dtype.name == "index": continue  # a shape vector
+    if u.op is Ops.STACK and u.dtype is dtypes.index: continue  # a shape vector
     sp.out[u] = sp.split(u)
   return [sp.out[u] for u in uops]
