@@ -1,6 +1,6 @@
 """Realize: run the pipeline on Tensor graphs and execute the result.
 
-    callify -> rangeify -> (per kernel) expand -> isel -> linearize -> render -> compile;  memory plan -> run
+    callify -> rangeify -> (per kernel) optimize -> expand -> isel -> linearize -> render -> compile;  memory plan -> run
 
 A realized value is a BUFFER UOp backed by a device `Buffer`. The schedule cache maps callify's TUPLE body (the same UOp
 whenever the same computation runs on other data of the same shapes) to the compiled steps, so a repeated computation
@@ -29,6 +29,7 @@ from tinyspec.engine.expand import expand
 from tinyspec.engine.isel import isel
 from tinyspec.engine.linearize import linearize
 from tinyspec.engine.memplan import memory_plan
+from tinyspec.engine.optimize import optimize
 from tinyspec.engine.rangeify import Schedule, rangeify
 from tinyspec.uop.ops import AxisType, Ops
 from tinyspec.uop.spec import verify_between_stages
@@ -95,17 +96,19 @@ def _show(stage: str, u: UOp):
   if DEBUG() >= 5: print(f"--- after {stage} ---\n{render_listing(u)}")
 
 def compile_kernel(ast: UOp, device: str) -> CompiledKernel:
-  """Lower one kernel for `device`: expand, isel, linearize, render, compile, load (cached per device and kernel)."""
-  if (done := _kernels.get((device, ast))) is not None: return done
-  rt, name = Device[device], kernel_name(ast)
+  """Lower one kernel for `device`: optimize, expand, isel, linearize, render, compile, load (cached per device and kernel)."""
+  if (done := _kernels.get(key := (device, ast))) is not None: return done
+  rt = Device[device]
   _show("rangeify", ast)
+  ast = optimize(ast, rt.renderer); _show("optimize", ast)
+  name = kernel_name(ast)
   ast = expand(ast); _show("expand", ast)
   ast = isel(ast, rt.renderer.native); _show("isel", ast)
   linear = linearize(ast); _show("linearize", linear)
   src = rt.renderer.render(name, linear)
   if DEBUG() >= 3: print(render_listing(linear))
   if DEBUG() >= 4: print(src)
-  out = _kernels[(device, ast)] = CompiledKernel(name, rt.program(name, rt.compiler.compile_cached(src)), linear, src)
+  out = _kernels[key] = CompiledKernel(name, rt.program(name, rt.compiler.compile_cached(src)), linear, src)
   stats["kernels_compiled"] += 1
   return out
 

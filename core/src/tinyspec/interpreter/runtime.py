@@ -29,6 +29,7 @@ class PythonRenderer(Renderer):
   device = "PYTHON"
   has_local, has_shared = True, True
   local_max, shared_max = (1024, 1024, 64), 48 * 1024
+  max_upcast = 1  # no upcasts: the interpreter vectorises every loop with numpy, and copies would only add numpy calls
   dtypes = Renderer.dtypes - {dtypes.bfloat16}  # the interpreter computes in numpy, which has no bfloat16 arithmetic
   def render(self, name: str, linear: UOp) -> str:
     listing = "\n".join("# " + line for line in render_listing(linear).splitlines())

@@ -50,7 +50,8 @@ class Renderer:
   """How many threads one kernel may run on at once (its THREAD axis split over them); 1 runs each kernel on one thread.
   A renderer may set it per instance (from the core count, or an environment override)."""
   vector_widths: tuple[int, ...] = (1,)
-  """The vector lengths, in elements, of the loads, stores and ALU ops this renderer emits; (1,) for a scalar target."""
+  """The vector lengths, in float32 elements, the device computes in (the vector types it emits, or the SIMD widths its
+  compiler vectorizes to); (1,) for a scalar target. The optimizer upcasts an output axis by the widest."""
 
   def __init_subclass__(cls, **kwargs):
     super().__init_subclass__(**kwargs)

@@ -131,6 +131,9 @@ def _work(prog: tuple[UOp, ...]) -> int:
   return best
 
 
+MAX_REASSOCIATED = 2
+"""Kernels with more register accumulators than this keep their float accumulation order (see _Function)."""
+
 class LLVMRenderer(Renderer):
   """LINEAR programs as LLVM IR functions (see the module docstring). A device subclass sets `device`; with `threads` > 1
   kernels take (core_id, core_count) and run only their share of the outermost loop."""
@@ -154,8 +157,11 @@ class _Function:
     self.ntmp = 0
     self.block = "entry"
     self.loops: dict[UOp, tuple[str, int]] = {}   # open RANGE -> (its block number, the line of its phi: patched at END)
-    # only a register accumulation may be reassociated: that is what lets LLVM vectorize a float reduction
-    self.reductions = {acc for st in prog if st.op is Ops.STORE and (acc := _accumulation(st)) is not None}
+    # only a register accumulation may be reassociated: that is what lets LLVM vectorize a float reduction over its loop.
+    # Many accumulators are the optimizer's upcast copies: kept in order, LLVM's SLP vectorizer packs them across the
+    # copies instead (one vector load feeding many accumulators), several times faster than vectorizing along the loop
+    accs = {acc for st in prog if st.op is Ops.STORE and (acc := _accumulation(st)) is not None}
+    self.reductions = accs if len(accs) <= MAX_REASSOCIATED else set()
     self.split, self.partials = (_split(prog) if threads else None) or (None, ())
     self.threads = self.split is not None  # a kernel that cannot be split takes no core arguments
 

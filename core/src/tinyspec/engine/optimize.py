@@ -1,0 +1,137 @@
+"""Stage 3, optimize: reshape a kernel's iteration space for the device, as seed 001's OptOps.
+
+A kernel's axes are its RANGEs, in the order of their ids (rangeify numbers the output axes first, then each reduction's).
+An `Opt` names an axis by that position. SPLIT cuts a range of n into an outer range of n/k and an inner one of k whose
+AxisType is the target (with `top`, the target range is the outer one, of k, and the rest is inner), and rewrites every
+use of the old range as `outer*inner_size + inner`. The new ranges take the old one's place, so later opts see them as
+neighbouring axes. UPCAST and UNROLL targets are then copied out by the expand stage; LOOP/REDUCE stay loops.
+
+`hand_coded` picks opts without search, from what the kernel reads (see its docstring).
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from tinyspec.renderer import Renderer
+from tinyspec.uop.ops import AxisType, Ops
+from tinyspec.uop.rewrite import graph_rewrite
+from tinyspec.uop.spec import verify_between_stages
+from tinyspec.uop.symbolic import sym
+from tinyspec.uop.uop import UOp
+
+
+class OptOps(enum.Enum):
+  SPLIT = enum.auto(); PADTO = enum.auto(); SWAP = enum.auto(); NOLOCALS = enum.auto(); TC = enum.auto()  # noqa: E702
+  def __repr__(self): return f"OptOps.{self.name}"
+
+@dataclass(frozen=True)
+class Opt:
+  """One kernel optimization (op, axis, arg); for SPLIT the arg is (factor, target AxisType, top)."""
+  op: OptOps
+  axis: int | None
+  arg: object = None
+
+class OptError(ValueError):
+  """An opt that cannot apply to this kernel (bad axis, a factor that does not divide the range ...)."""
+
+# which axis types each target may be split from (seed 001's table)
+SPLIT_FROM: dict[AxisType, tuple[AxisType, ...]] = {
+  AxisType.UPCAST: (AxisType.GLOBAL, AxisType.LOCAL, AxisType.LOOP), AxisType.THREAD: (AxisType.GLOBAL, AxisType.LOOP),
+  AxisType.LOCAL: (AxisType.GLOBAL, AxisType.LOOP), AxisType.UNROLL: (AxisType.REDUCE, AxisType.GROUP_REDUCE),
+  AxisType.GROUP_REDUCE: (AxisType.REDUCE,), AxisType.LOOP: (AxisType.LOOP, AxisType.GLOBAL), AxisType.REDUCE: (AxisType.REDUCE,),
+}
+
+def axes(kernel: UOp) -> list[UOp]:
+  """The kernel's RANGEs in axis order."""
+  return sorted((u for u in kernel.toposort() if u.op is Ops.RANGE), key=lambda r: r.arg[0])
+
+def _renumber(kernel: UOp, order: list[UOp]) -> UOp:
+  return kernel.substitute({r: r.replace(arg=(i, r.arg[1])) for i, r in enumerate(order) if r.arg[0] != i})
+
+def _replace_range_lists(kernel: UOp, old: UOp, new: tuple[UOp, ...], expr: UOp) -> UOp:
+  """`old` becomes `expr` where it is a value, and the ranges `new` where it is listed as a range of an END or REDUCE."""
+  def rebuild(u: UOp, memo: dict[UOp, UOp]) -> UOp:
+    src = tuple(memo[s] for s in u.src)
+    if u is old: return expr
+    if u.op in (Ops.END, Ops.REDUCE) and old in u.src[1:]:
+      rngs = tuple(n for s in u.src[1:] for n in (new if s is old else (memo[s],)))
+      return u.replace(src=(src[0], *rngs))
+    return u if src == u.src else u.replace(src=src)
+  memo: dict[UOp, UOp] = {}
+  for u in kernel.toposort(): memo[u] = rebuild(u, memo)
+  return memo[kernel]
+
+def split(kernel: UOp, axis: int, factor: int, target: AxisType, top: bool = False) -> UOp:
+  """The kernel with axis `axis` split by `factor` into a `target` range (inner, or outer with `top`) and the rest."""
+  rngs = axes(kernel)
+  if not 0 <= axis < len(rngs): raise OptError(f"SPLIT: axis {axis} out of range for a kernel with {len(rngs)} axes")
+  r = rngs[axis]
+  bound, kind = r.src[0], r.arg[1]
+  if bound.op is not Ops.CONST: raise OptError(f"SPLIT: axis {axis} has a symbolic bound")
+  n = bound.arg[0]
+  if n < 1: raise OptError(f"SPLIT: axis {axis} is empty")
+  if factor < 1 or n % factor: raise OptError(f"SPLIT: factor {factor} does not divide axis {axis} of size {n}")
+  if kind not in SPLIT_FROM.get(target, ()): raise OptError(f"SPLIT: a {target.name} axis cannot be split from {kind.name} axis {axis}")
+  outer_n, inner_n = (factor, n // factor) if top else (n // factor, factor)
+  outer_t, inner_t = (target, kind) if top else (kind, target)
+  # temporary ids past every existing one; _renumber puts them at the split axis' place
+  outer = UOp.range(outer_n, len(rngs), outer_t) if outer_n > 1 else UOp.const(0)
+  inner = UOp.range(inner_n, len(rngs) + 1, inner_t) if inner_n > 1 else UOp.const(0)
+  expr = outer * inner_n + inner
+  new = tuple(x for x in (inner, outer) if x.op is Ops.RANGE)  # END/REDUCE list ranges innermost first
+  out = graph_rewrite(_replace_range_lists(kernel, r, new, expr), sym)
+  order = rngs[:axis] + [x for x in (outer, inner) if x.op is Ops.RANGE] + rngs[axis + 1:]
+  return _renumber(out, order)
+
+def apply_opts(kernel: UOp, opts: list[Opt] | tuple[Opt, ...]) -> UOp:
+  """The kernel with `opts` applied left to right; raises OptError naming the first that cannot apply."""
+  for opt in opts:
+    if opt.op is OptOps.SPLIT: kernel = split(kernel, opt.axis, *opt.arg)
+    else: raise OptError(f"{opt.op.name} is not supported yet")
+  verify_between_stages(kernel, "kernel")
+  return kernel
+
+def _stride(idx: UOp, r: UOp, rngs: list[UOp]) -> int | None:
+  """How far `idx` moves when range `r` steps by one from all-zero ranges (None when that does not fold to a constant)."""
+  at = [graph_rewrite(idx.substitute({x: UOp.const(int(x is r and step)) for x in rngs}), sym) for step in (0, 1)]
+  return at[1].arg[0] - at[0].arg[0] if all(v.op is Ops.CONST for v in at) else None
+
+def _factor(n: int, prefer: int) -> int:
+  """The largest power of two up to `prefer` dividing n (1 when none above 1 does)."""
+  f = prefer
+  while f > 1 and n % f: f //= 2
+  return f
+
+def hand_coded(kernel: UOp, renderer: Renderer) -> list[Opt]:
+  """Opts chosen without search, by a rule for kernels with a reduction: upcast the output axes over which some input is
+  invariant (a matmul's rows and columns, a convolution's channels and pixels), so each loaded value is reused from
+  registers by every copy instead of being loaded again. The axis contiguous in the output goes first, by the widest
+  vector; a second axis, preferably one its vector loads do not vary over, gets what
+  `max_upcast` leaves, at most 8. Elementwise kernels are left to the device compiler."""
+  rngs = axes(kernel)
+  if renderer.max_upcast < 2 or not any(r.arg[1] is AxisType.REDUCE for r in rngs): return []
+  nodes = kernel.toposort()
+  stores = [u.src[0] for u in nodes if u.op is Ops.STORE and u.src[0].op is Ops.INDEX]
+  loads = [u.src[0] for u in nodes if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX]
+  if len(stores) != 1 or not loads: return []
+  deps = [set(ld.src[1].toposort()) for ld in loads]
+  outs = [r for r in rngs if r.arg[1] is AxisType.LOOP and r.src[0].op is Ops.CONST and r.src[0].arg[0] > 1 and r in stores[0].src[1].toposort()]
+  reused = [r for r in outs if 0 < sum(r in d for d in deps) < len(deps)]
+  if not reused: return []
+  reused.sort(key=lambda r: _stride(stores[0].src[1], r, rngs) != 1)  # the output's contiguous axis first
+  # then an axis the first one's vector loads do not depend on, so each vector load is shared by the second axis' copies
+  vector_loads = [d for ld, d in zip(loads, deps) if _stride(ld.src[1], reused[0], rngs) == 1]
+  reused[1:] = sorted(reused[1:], key=lambda r: any(r in d for d in vector_loads))
+  widest = max(*renderer.vector_widths, 4)  # a scalar target still reuses registers across 4 copies
+  plan: list[tuple[UOp, int]] = []
+  budget = renderer.max_upcast
+  for r, prefer in zip(reused, (widest, 8)):
+    if (f := _factor(r.src[0].arg[0], min(prefer, budget))) > 1: plan.append((r, f)); budget //= f
+  # split later axes first, so the positions of earlier ones still hold
+  plan.sort(key=lambda p: -rngs.index(p[0]))
+  return [Opt(OptOps.SPLIT, rngs.index(r), (f, AxisType.UPCAST, False)) for r, f in plan]
+
+def optimize(kernel: UOp, renderer: Renderer) -> UOp:
+  """The kernel with the opts `hand_coded` picks for `renderer` applied."""
+  return apply_opts(kernel, hand_coded(kernel, renderer))
