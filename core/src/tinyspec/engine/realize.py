@@ -82,6 +82,16 @@ class CompiledKernel:
   program: Any
   linear: UOp
   source: str
+  global_size: tuple[int, ...] | None = None
+  local_size: tuple[int, ...] | None = None
+
+def launch_dims(linear: UOp) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
+  """The grid (workgroups per dimension, from SPECIAL gidx0..2) and workgroup shape (lidx0..2) a program is launched with;
+  (None, None) for a program without SPECIALs."""
+  dims = {u.arg: u.src[0].arg[0] for u in linear.src if u.op is Ops.SPECIAL}
+  if not dims: return None, None
+  def size(prefix: str) -> tuple[int, ...]: return tuple(dims.get(f"{prefix}{d}", 1) for d in range(3))
+  return size("gidx"), size("lidx")
 
 def kernel_name(ast: UOp) -> str:
   """'r' for a kernel with a reduction, 'E' for elementwise, then its range sizes: r_16_4, E_45_65."""
@@ -108,7 +118,7 @@ def compile_kernel(ast: UOp, device: str) -> CompiledKernel:
   src = rt.renderer.render(name, linear)
   if DEBUG() >= 3: print(render_listing(linear))
   if DEBUG() >= 4: print(src)
-  out = _kernels[key] = CompiledKernel(name, rt.program(name, rt.compiler.compile_cached(src)), linear, src)
+  out = _kernels[key] = CompiledKernel(name, rt.program(name, rt.compiler.compile_cached(src)), linear, src, *launch_dims(linear))
   stats["kernels_compiled"] += 1
   return out
 
@@ -141,7 +151,7 @@ _workers: dict[str, ThreadPoolExecutor] = {}
 
 def _step(kind: str, k: CompiledKernel | None, dev: str, ids: tuple[int, ...], bufs: list[Buffer], debug: int) -> None:
   if kind == "copy": bufs[ids[0]].copyin(bufs[ids[1]].numpy()); return
-  t = k.program(*(bufs[i].handle for i in ids), wait=debug >= 1)
+  t = k.program(*(bufs[i].handle for i in ids), global_size=k.global_size, local_size=k.local_size, wait=debug >= 1)
   with _lock: stats["kernels_run"] += 1; count = stats["kernels_run"]
   if debug >= 1:
     print(f"*** {dev:10s} {count:5d} {k.name:24s} {t * 1e3:9.3f} ms" +

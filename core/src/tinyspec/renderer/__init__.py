@@ -5,13 +5,33 @@ be, whether shared memory or tensor cores exist), then hands the finished LINEAR
 """
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
 
 from tinyspec.dtype import ALL, DType, dtypes
 from tinyspec.uop.ops import GroupOp, Ops
 from tinyspec.uop.uop import UOp
 
 _STORABLE = frozenset(ALL) - {dtypes.index, dtypes.void}
+
+@dataclass(frozen=True)
+class TensorCore:
+  """One matrix instruction of a device: D(MxN) = A(MxK) @ B(KxN) + C, computed together by `threads` threads, each holding
+  `elements` = (of A, of B, of C/D) values in registers. The optimizer's TC opt (a later issue) reads these tables."""
+  dims: tuple[int, int, int]
+  """(M, N, K)."""
+  threads: int
+  elements: tuple[int, int, int]
+  dtype_in: DType
+  dtype_out: DType
+  name: str = ""
+  """The instruction, e.g. "mma.sync.m16n8k16" or "v_wmma_f32_16x16x16_f16"."""
+
+  def __post_init__(self):
+    m, n, k = self.dims
+    # every value of A, B and C is held by exactly one thread
+    if any(e * self.threads != size for e, size in zip(self.elements, (m * k, k * n, m * n))):
+      raise ValueError(f"TensorCore {self.name or self.dims}: {self.threads} threads x elements {self.elements} do not cover "
+                       f"A {m}x{k}, B {k}x{n}, C {m}x{n}")
 
 class Renderer:
   """Turns a linearized kernel into source code for one device. Subclasses set the class attributes and implement `render`.
@@ -42,7 +62,7 @@ class Renderer:
   """Bytes of shared memory one workgroup may use."""
   max_upcast: int = 32
   """The largest product of UPCAST and UNROLL axis sizes the optimizer may give one kernel (bounds register pressure)."""
-  tensor_cores: tuple[Any, ...] = ()
+  tensor_cores: tuple[TensorCore, ...] = ()
   """The matrix instructions this device has, one entry per shape and dtype combination; empty when there are none."""
   dtypes: frozenset[DType] = _STORABLE
   """Scalar dtypes this renderer can load, store and compute in; kernels using others are refused before rendering."""
