@@ -101,3 +101,62 @@ def test_upcast_conv_and_reductions_match_numpy(upcasting):
 def test_bad_opts_are_refused_by_name(opt, message):
   *_, a, b = mats(4, 6, 32)
   with pytest.raises(OptError, match=message): apply_opts(kernel_of(a @ b), [opt])
+
+# ---- GPU lowering, run by the interpreter with a GPU's grid limits ----
+
+@pytest.fixture
+def gpu(monkeypatch):
+  """The PYTHON device lowering kernels as for a GPU: a grid limit makes output axes GLOBAL, then SPECIAL gidx/lidx."""
+  monkeypatch.setattr(Device["PYTHON"].renderer, "global_max", (2**31 - 1, 65535, 65535), raising=False)
+  saved = (dict(R._kernels), dict(R._schedules))
+  R._kernels.clear(); R._schedules.clear()
+  yield
+  R._kernels.clear(); R._schedules.clear(); R._kernels.update(saved[0]); R._schedules.update(saved[1])
+
+def specials(t: Tensor) -> list[dict[str, int]]:
+  """Realize t; per kernel compiled, its SPECIAL names and sizes."""
+  t.realize()
+  return [{u.arg: u.src[0].arg[0] for u in k.linear.src if u.op is Ops.SPECIAL} for k in R._kernels.values()]
+
+def test_gpu_elementwise_is_a_grid_of_workgroups(gpu):
+  xn = rng.standard_normal((6, 256), dtype=np.float32)
+  y = Tensor(xn, device="PYTHON") * 2 + 1
+  assert specials(y) == [{"gidx0": 4, "gidx1": 6, "lidx0": 64}]  # the inner axis split into 4 workgroups of 64 lanes
+  k = next(iter(R._kernels.values()))
+  assert not any(u.op is Ops.RANGE for u in k.linear.src) and (k.global_size, k.local_size) == ((4, 6, 1), (64, 1, 1))
+  np.testing.assert_allclose(y.numpy(), xn * 2 + 1)
+
+def test_gpu_merges_axes_past_three_and_over_limits(gpu, monkeypatch):
+  xn = rng.standard_normal((2, 3, 5, 7, 9), dtype=np.float32)
+  y = Tensor(xn, device="PYTHON").permute(4, 3, 2, 1, 0) + 1
+  # output (9, 7, 5, 3, 2): lanes take the 2, and of the four axes left the outermost (9) joins dimension 0
+  assert specials(y) == [{"gidx0": 9 * 3, "gidx1": 5, "gidx2": 7, "lidx0": 2}]
+  np.testing.assert_allclose(y.numpy(), xn.transpose(4, 3, 2, 1, 0) + 1)
+  R._kernels.clear(); R._schedules.clear()
+  monkeypatch.setattr(Device["PYTHON"].renderer, "global_max", (2**31 - 1, 4, 4), raising=False)
+  zn = rng.standard_normal((9, 7), dtype=np.float32)
+  z = Tensor(zn, device="PYTHON") - 1
+  assert specials(z) == [{"gidx0": 63}]  # 9 is over dimension 1's limit of 4: merged into dimension 0
+  np.testing.assert_allclose(z.numpy(), zn - 1)
+
+def test_gpu_grid_over_the_limit_is_refused(gpu, monkeypatch):
+  monkeypatch.setattr(Device["PYTHON"].renderer, "global_max", (8, 8, 8), raising=False)
+  with pytest.raises(OptError, match="grid size 9 exceeds the device's limit 8"): (Tensor.ones(9, device="PYTHON") + 1).realize()
+
+def test_gpu_long_reduction_is_a_group_reduce_through_local_memory(gpu):
+  xn = rng.standard_normal((3, 4096), dtype=np.float32)
+  s = Tensor(xn, device="PYTHON").sum(axis=1)
+  assert specials(s) == [{"gidx0": 3, "lidx0": 256}]
+  k = next(iter(R._kernels.values()))
+  ops = {u.op for u in k.linear.src}
+  assert Ops.BARRIER in ops and Ops.IF in ops  # partials meet in LOCAL memory; lane 0 alone writes the result
+  assert any(u.op is Ops.BUFFER and u.arg[3].name == "LOCAL" for u in k.linear.src)
+  np.testing.assert_allclose(s.numpy(), xn.sum(1), rtol=1e-5, atol=1e-4)
+  np.testing.assert_allclose(Tensor(xn, device="PYTHON").max().numpy(), xn.max())
+
+def test_gpu_matmul_softmax_and_empty_outputs(gpu):
+  an, bn, a, b = mats(16, 24, 128)
+  np.testing.assert_allclose((a @ b).numpy(), an @ bn, rtol=1e-4, atol=1e-4)
+  e = np.exp(an - an.max(1, keepdims=True))
+  np.testing.assert_allclose(a.softmax(1).numpy(), e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-6)
+  assert (Tensor.empty(0, 4, device="PYTHON") + 1).numpy().shape == (0, 4)  # an empty grid is not launched

@@ -11,8 +11,10 @@ neighbouring axes. UPCAST and UNROLL targets are then copied out by the expand s
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass
 
+from tinyspec.dtype import AddrSpace
 from tinyspec.renderer import Renderer
 from tinyspec.uop.ops import AxisType, Ops
 from tinyspec.uop.rewrite import graph_rewrite
@@ -132,6 +134,101 @@ def hand_coded(kernel: UOp, renderer: Renderer) -> list[Opt]:
   plan.sort(key=lambda p: -rngs.index(p[0]))
   return [Opt(OptOps.SPLIT, rngs.index(r), (f, AxisType.UPCAST, False)) for r, f in plan]
 
+# ---- GPUs: GLOBAL/LOCAL axes become SPECIAL indices, GROUP_REDUCE a reduction through LOCAL memory ----
+
+def is_gpu(renderer: Renderer) -> bool:
+  """Whether kernels for `renderer` launch as a grid of workgroups (it has workgroups and a grid limit)."""
+  return renderer.has_local and renderer.global_max is not None
+
+def _retype(kernel: UOp, old: AxisType, new: AxisType) -> UOp:
+  return kernel.substitute({r: r.replace(arg=(r.arg[0], new)) for r in axes(kernel) if r.arg[1] is old})
+
+def gpu_opts(kernel: UOp, renderer: Renderer) -> list[Opt]:
+  """Opts for a GPU kernel, whose output axes start GLOBAL: a small output over a long reduction splits the reduction over
+  a workgroup (GROUP_REDUCE, partial sums in LOCAL memory); otherwise the output's innermost axis gets a LOCAL part, so
+  neighbouring lanes of a workgroup touch neighbouring memory."""
+  rngs = axes(kernel)
+  sized = [r for r in rngs if r.src[0].op is Ops.CONST and r.src[0].arg[0] > 1]
+  glob, red = [r for r in sized if r.arg[1] is AxisType.GLOBAL], [r for r in sized if r.arg[1] is AxisType.REDUCE]
+  lanes = min(256, renderer.local_max[0])
+  outputs = math.prod(r.src[0].arg[0] for r in glob)
+  if renderer.has_shared and red and outputs < 4096 and red[-1].src[0].arg[0] >= 256:
+    if (f := _factor(red[-1].src[0].arg[0], lanes)) > 1: return [Opt(OptOps.SPLIT, rngs.index(red[-1]), (f, AxisType.GROUP_REDUCE, False))]
+  if glob and (f := _factor(glob[-1].src[0].arg[0], min(lanes, 64))) > 1:
+    return [Opt(OptOps.SPLIT, rngs.index(glob[-1]), (f, AxisType.LOCAL, False))]
+  return []
+
+def _dims(ranges: list[UOp], limits: tuple[int, ...], what: str) -> list[list[UOp]]:
+  """Ranges (outermost first) grouped into at most 3 launch dimensions within `limits`, innermost range in dimension 0:
+  extra ranges, and any dimension over its limit, are merged into dimension 0."""
+  dims = [[r] for r in reversed(ranges)]
+  while len(dims) > 3: dims[0] = dims.pop() + dims[0]
+  size = lambda d: math.prod(r.src[0].arg[0] for r in d)  # noqa: E731
+  for i in range(len(dims) - 1, 0, -1):
+    if size(dims[i]) > limits[i]: dims[0] = dims.pop(i) + dims[0]
+  if dims and size(dims[0]) > limits[0]: raise OptError(f"{what} size {size(dims[0])} exceeds the device's limit {limits[0]}")
+  return dims
+
+def _specials(dims: list[list[UOp]], prefix: str) -> dict[UOp, UOp]:
+  """Each range of each dimension as an expression of that dimension's SPECIAL (merged ranges by // and %)."""
+  out: dict[UOp, UOp] = {}
+  for d, group in enumerate(dims):
+    n = math.prod(r.src[0].arg[0] for r in group)
+    sp, inner = UOp(Ops.SPECIAL, (UOp.const(n),), f"{prefix}{d}"), 1
+    for r in reversed(group):
+      size = r.src[0].arg[0]
+      out[r] = sp if len(group) == 1 else (sp // inner) % size if inner > 1 else sp % size
+      inner *= size
+  return out
+
+def _group_reduce(kernel: UOp, g: UOp, lane: UOp) -> UOp:
+  """REDUCE(x, ..., g) with g a GROUP_REDUCE range: each lane reduces its share into LOCAL memory, a BARRIER, then every lane
+  reduces the workgroup's partials; only lane 0 writes the kernel's results."""
+  n, slot = g.src[0].arg[0], sum(u.op is Ops.BUFFER for u in kernel.toposort())
+  ids = len(axes(kernel))
+  def rebuild(red: UOp) -> UOp:
+    rest = tuple(r for r in red.src[1:] if r is not g)
+    partial = UOp(Ops.REDUCE, (red.src[0], *rest), red.arg) if rest else red.src[0]
+    buf = UOp(Ops.BUFFER, (UOp.vec((n,)),), (slot, red.dtype, None, AddrSpace.LOCAL))
+    filled = UOp(Ops.STORE, (buf.index(g), partial))
+    r2 = UOp.range(n, ids, AxisType.REDUCE)
+    return UOp(Ops.REDUCE, (UOp(Ops.LOAD, (UOp(Ops.AFTER, (buf, UOp(Ops.BARRIER, (filled,)))).index(r2),)), r2), red.arg)
+  reds = [u for u in kernel.toposort() if u.op is Ops.REDUCE and g in u.src[1:]]
+  if len(reds) != 1: raise OptError(f"GROUP_REDUCE: a kernel with {len(reds)} reductions over one range is not supported")
+  out = kernel.substitute({reds[0]: rebuild(reds[0])})
+  first = lane.eq(0)
+  return out.substitute({u: u.replace(src=(*u.src[:2], first)) for u in out.toposort()
+                         if u.op is Ops.STORE and len(u.src) == 2 and _base(u.src[0]).arg[-1] is not AddrSpace.LOCAL})
+
+def _base(idx: UOp) -> UOp:
+  while idx.op in (Ops.INDEX, Ops.AFTER): idx = idx.src[0]
+  return idx
+
+def gpu_dims(kernel: UOp, renderer: Renderer) -> UOp:
+  """GLOBAL ranges become SPECIAL gidx (workgroup ids), LOCAL and GROUP_REDUCE ranges SPECIAL lidx (lanes of a workgroup),
+  grouped into at most three dimensions each within the renderer's limits; they stop being loops."""
+  rngs = axes(kernel)
+  glob = _dims([r for r in rngs if r.arg[1] is AxisType.GLOBAL], renderer.global_max, "grid")
+  loc = _dims([r for r in rngs if r.arg[1] in (AxisType.LOCAL, AxisType.GROUP_REDUCE)], renderer.local_max, "workgroup")
+  sub = {**_specials(glob, "gidx"), **_specials(loc, "lidx")}
+  for g in (r for r in rngs if r.arg[1] is AxisType.GROUP_REDUCE): kernel = _group_reduce(kernel, g, sub[g])
+  def rebuild(u: UOp, memo: dict[UOp, UOp]) -> UOp:
+    if u in sub: return sub[u]
+    src = tuple(memo[s] for s in u.src)
+    if u.op is Ops.END and any(s in sub for s in u.src[1:]):
+      left = tuple(memo[s] for s in u.src[1:] if s not in sub)
+      return u.replace(src=(src[0], *left)) if left else src[0]
+    return u if src == u.src else u.replace(src=src)
+  memo: dict[UOp, UOp] = {}
+  for u in kernel.toposort(): memo[u] = rebuild(u, memo)
+  return graph_rewrite(memo[kernel], sym)
+
 def optimize(kernel: UOp, renderer: Renderer) -> UOp:
-  """The kernel with the opts `hand_coded` picks for `renderer` applied."""
-  return apply_opts(kernel, hand_coded(kernel, renderer))
+  """The kernel with the opts `hand_coded` picks for `renderer` applied; on a GPU, output axes start GLOBAL and the
+  GLOBAL/LOCAL/GROUP_REDUCE axes end as SPECIAL launch indices."""
+  if not is_gpu(renderer): return apply_opts(kernel, hand_coded(kernel, renderer))
+  kernel = _retype(kernel, AxisType.LOOP, AxisType.GLOBAL)
+  kernel = apply_opts(kernel, gpu_opts(kernel, renderer))
+  out = gpu_dims(kernel, renderer)
+  verify_between_stages(out, "kernel")
+  return out

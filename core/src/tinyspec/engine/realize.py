@@ -151,6 +151,7 @@ _workers: dict[str, ThreadPoolExecutor] = {}
 
 def _step(kind: str, k: CompiledKernel | None, dev: str, ids: tuple[int, ...], bufs: list[Buffer], debug: int) -> None:
   if kind == "copy": bufs[ids[0]].copyin(bufs[ids[1]].numpy()); return
+  if k.global_size is not None and 0 in k.global_size: return  # an empty grid: nothing to compute (and GPUs refuse it)
   t = k.program(*(bufs[i].handle for i in ids), global_size=k.global_size, local_size=k.local_size, wait=debug >= 1)
   with _lock: stats["kernels_run"] += 1; count = stats["kernels_run"]
   if debug >= 1:

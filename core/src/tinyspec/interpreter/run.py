@@ -52,8 +52,8 @@ class _Global:
     self._check(addr)
     return self.arr[addr]
   def store(self, addr, val, gate):
-    addr, val = np.broadcast_arrays(addr, val)
-    if gate is not None: gate = np.broadcast_to(gate, addr.shape); addr, val = addr[gate], val[gate]
+    if gate is None: addr, val = np.broadcast_arrays(addr, val)
+    else: addr, val, gate = np.broadcast_arrays(addr, val, gate); addr, val = addr[gate], val[gate]
     self._check(addr)
     self.arr[addr] = val
 
