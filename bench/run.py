@@ -49,7 +49,7 @@ SCALE = {"ms": 1e3, "us": 1e6}
 THROUGHPUT = [k for k, _, _, work in BENCHES if work is not None]
 LARGEST = {"matmul2048", "conv"}  # left out by --quick
 
-SYSTEMS = ["numpy", "tinyspec:CPU", "tinyspec:PYTHON", "torch", "tinygrad:CPU", "tinygrad:PYTHON"]
+SYSTEMS = ["numpy", "tinyspec:CPU", "tinyspec:OPENCL", "tinyspec:PYTHON", "torch", "tinygrad:CPU", "tinygrad:CL", "tinygrad:PYTHON"]
 # what a system skips, with the note printed under the table: sizes that would take minutes, figures that do not apply
 TOO_SLOW = "the PYTHON interpreter would take minutes at this size"
 SKIPS: dict[str, dict[str, str]] = {
@@ -68,11 +68,21 @@ def available(system: str) -> str | None:
   if lib == "tinygrad":
     if importlib.util.find_spec("tinygrad") is None: return "tinygrad is not installed"
     if device == "CPU" and shutil.which("clang") is None: return "tinygrad's CPU device compiles with clang, which is not installed here"
+    if device == "CL": return _tinygrad_cl_fails()
     return None
   from tinyspec.device import Device, DeviceError
   try: Device[device]
   except DeviceError as e: return str(e)
   return None
+
+def _tinygrad_cl_fails() -> str | None:
+  """Why tinygrad's CL device cannot run here (it loads the system's libOpenCL itself), or None when a trial kernel runs."""
+  trial = "from tinygrad import Tensor; assert (Tensor([1.0]) + 1).numpy()[0] == 2.0"
+  try: p = subprocess.run([sys.executable, "-c", trial], env={**os.environ, "DEV": "CL"}, capture_output=True, text=True, timeout=300)
+  except subprocess.TimeoutExpired: return "tinygrad's CL device did not finish a trial kernel in 300 s"
+  if p.returncode == 0: return None
+  last = (p.stderr.strip().splitlines() or ["no output"])[-1]
+  return f"tinygrad's CL device fails here: {last[:160]}"
 
 # ---- the systems, as seen by a worker process ----
 
@@ -233,7 +243,8 @@ def versions(systems: list[str]) -> str:
   from importlib import metadata
   dists = {"numpy": "numpy", "tinyspec": "tinyspec", "torch": "torch", "tinygrad": "tinygrad"}
   libs = dict.fromkeys(s.partition(":")[0] for s in systems)
-  if any(s == "tinyspec:CPU" for s in systems): dists["tinyspec-cpu"] = "tinyspec-cpu"; libs["tinyspec-cpu"] = None
+  for dev in ("CPU", "OPENCL"):
+    if f"tinyspec:{dev}" in systems: dists[f"tinyspec-{dev.lower()}"] = f"tinyspec-{dev.lower()}"; libs[f"tinyspec-{dev.lower()}"] = None
   return ", ".join(f"{lib} {metadata.version(dists[lib])}" for lib in libs)
 
 def report(systems: list[str], results: dict[str, dict[str, Any]], keys: list[str], left_out: dict[str, str], args) -> str:
