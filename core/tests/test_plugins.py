@@ -165,6 +165,9 @@ def test_default_prefers_cpu_then_alphabetical_then_python():
   assert Device.DEFAULT == "CPU"
   Device.DEFAULT = "aaa"
   assert Device.DEFAULT == "AAA"
+  Device.reset()
+  Device.register(Fake("AMD_CHECK"), "amd"), Device.register(Fake("PYTHON"), "py")
+  assert Device.DEFAULT == "PYTHON"  # a checked device runs on the interpreter too, slower: never the default
 
 def test_default_from_env_is_checked_when_used(monkeypatch):
   monkeypatch.setenv("DEVICE", "nope:1")

@@ -265,7 +265,8 @@ class DeviceRegistry:
       self._find("CPU")
       if self._probe("CPU")[0] is None: return "CPU"
     self.load_all()
-    for name in sorted(self._specs, key=lambda n: (n != "CPU", n == "PYTHON", n)):  # PYTHON, the slow oracle, only as a last resort
+    # PYTHON, the slow oracle, only as a last resort; a *_CHECK device (another device's kernels run by the interpreter) never
+    for name in sorted((n for n in self._specs if not n.endswith("_CHECK")), key=lambda n: (n != "CPU", n == "PYTHON", n)):
       if self._probe(name)[0] is None: return name
     why = "".join(f"; {n}: {self._probe(n)[0]}" for n in sorted(self._specs))
     raise DeviceError(f"no tinyspec device is available{why}. Install a device plugin, e.g. `pip install ./plugins/tinyspec-cpu`, "
