@@ -6,7 +6,7 @@ import sys
 
 import numpy as np
 import pytest
-from kernel_builders import end, f32, i32, load, lower, param, special, store
+from kernel_builders import after, barrier, end, f32, i32, load, local, lower, param, special, store
 from tinyspec import Tensor, dtypes
 from tinyspec.engine.callify import callify
 from tinyspec.engine.expand import expand
@@ -14,7 +14,7 @@ from tinyspec.engine.isel import isel
 from tinyspec.engine.linearize import linearize
 from tinyspec.engine.rangeify import rangeify
 from tinyspec.renderer.llvmir import KernelInfo, LLVMRenderer, bf16_round, const
-from tinyspec.uop import Ops, UOp
+from tinyspec.uop import AxisType, Ops, UOp
 
 
 class Sequential(LLVMRenderer): device = "TEST"
@@ -100,6 +100,32 @@ def test_bf16_round_is_to_nearest_even():
 def test_workgroups_are_not_supported():
   lin = lower(store(param(0, 4, f32), special("gidx0", 4), UOp.const(1.0, f32)))
   with pytest.raises(NotImplementedError, match="SPECIAL is not supported"): Sequential().render("k", lin)
+
+class Gpu(LLVMRenderer):
+  """A made-up GPU target: every hook a GPU subclass sets."""
+  device, kernel_cc, global_addrspace, local_addrspace, reg_addrspace = "TESTGPU", "test_kernel", 1, 3, 5
+  barrier = ("fence syncscope(\"workgroup\") release", "call void @llvm.test.barrier()")
+  def special(self, name): return f"llvm.test.{name}"
+
+def test_gpu_hooks():
+  g, lane, r = special("gidx0", 2), special("lidx0", 4), UOp.range(3, 0, AxisType.REDUCE)
+  lb = local(4)
+  acc = UOp(Ops.REDUCE, (load(param(1, 24, f32), (g * 4 + lane) * 3 + r), r), (Ops.ADD, ()))
+  lin = lower(store(param(0, 8, f32), g * 4 + lane, load(after(lb, barrier(store(lb, lane, acc))), lane)))
+  src = Gpu().render("k", lin)
+  assert "define test_kernel void @k(ptr addrspace(1) noalias %data0, ptr addrspace(1) noalias %data1) #0 {" in src
+  assert "@local0 = internal addrspace(3) global [4 x float] undef, align 16" in src and "store float %t" in src
+  assert "= alloca [1 x float], addrspace(5)" in src and "load float, ptr addrspace(5)" in src  # the accumulator
+  assert "call i32 @llvm.test.gidx0()" in src and "declare i32 @llvm.test.lidx0()" in src and "zext i32" in src
+  assert "getelementptr inbounds float, ptr addrspace(3) @local0" in src and "load float, ptr addrspace(1)" in src
+  assert src.index("release") < src.index("call void @llvm.test.barrier()") < src.rindex("load float, ptr addrspace(3)")
+  assert "declare void @llvm.test.barrier()" in src
+
+def test_cpu_defaults_use_one_address_space():
+  src = Sequential().render("r_4_8", kernel(vec(32).reshape(4, 8).sum(axis=1)))
+  assert "addrspace" not in src and "define void @r_4_8(ptr noalias %data0" in src
+  lin = lower(store(local(4), UOp.const(0), UOp.const(1.0, f32)))
+  with pytest.raises(NotImplementedError, match="LOCAL buffers need workgroups"): Sequential().render("k", lin)
 
 def test_renders_without_llvmlite():
   code = "import sys, tinyspec.renderer.llvmir; sys.exit('llvmlite' in sys.modules)"

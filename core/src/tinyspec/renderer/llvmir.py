@@ -15,11 +15,16 @@ A full reduction (one outer reduce loop, its results stored after it) splits in 
 a call accumulates its share and leaves its accumulators in a `ptr %partials` argument before the two (8 bytes per
 accumulator and core); then one call with core_id == core_count combines them and runs the rest of the kernel.
 The first line is a comment with what the caller needs: `; tinyspec {json}` (see `KernelInfo`).
+
+GPU targets subclass the renderer and set its hooks: `kernel_cc` (the kernel's calling convention), the address spaces of
+buffer PARAMs, LOCAL buffers (module globals, one per workgroup) and REG allocas, `special` (the intrinsic a SPECIAL
+gidx/lidx reads) and `barrier` (what a BARRIER becomes). The defaults describe a CPU: no workgroups, one address space.
 """
 from __future__ import annotations
 
 import json
 import math
+import re
 import struct
 from dataclasses import asdict, dataclass
 
@@ -38,7 +43,7 @@ _SUFFIX = {"half": "f16", "float": "f32", "double": "f64"}
 _FCMP = {Ops.CMPLT: "olt", Ops.CMPNE: "une", Ops.CMPGT: "ogt", Ops.CMPGE: "oge", Ops.CMPLE: "ole", Ops.CMPEQ: "oeq"}  # numpy's: nan is unordered
 _ICMP = {Ops.CMPLT: "lt", Ops.CMPNE: "ne", Ops.CMPGT: "gt", Ops.CMPGE: "ge", Ops.CMPLE: "le", Ops.CMPEQ: "eq"}
 _SPLITTABLE = (AxisType.LOOP, AxisType.GLOBAL, AxisType.THREAD)  # output axes: iterations write disjoint memory
-_NOTHING = (Ops.STACK, Ops.GROUP, Ops.SINK, Ops.BARRIER)
+_NOTHING = (Ops.STACK, Ops.GROUP, Ops.SINK)
 
 def _isf(dt: DType) -> bool: return dtypes.is_float(dt)
 def _signed(dt: DType) -> bool: return dtypes.is_int(dt) and not dtypes.is_unsigned(dt)
@@ -142,15 +147,34 @@ class LLVMRenderer(Renderer):
   """Kernels with fewer innermost iterations than this are rendered whole, without (core_id, core_count), even with
   `threads` > 1: splitting them would cost more than it saves."""
 
+  kernel_cc: str = ""
+  """The calling convention kernels are defined with, e.g. "amdgpu_kernel"; empty for the target's C convention."""
+  global_addrspace: int = 0
+  """The address space of buffer PARAMs, e.g. 1 for AMDGPU's global memory."""
+  reg_addrspace: int = 0
+  """The address space REG allocas live in: the target data layout's alloca space (5 on AMDGPU)."""
+  local_addrspace: int | None = None
+  """The address space of LOCAL (workgroup-shared) buffers, rendered as module globals in it (3 on AMDGPU); None when the
+  target has no shared memory, and a LOCAL buffer is refused."""
+  barrier: tuple[str, ...] = ()
+  """The instructions a BARRIER becomes, e.g. a workgroup fence, the barrier intrinsic, a fence; none by default (a
+  sequential kernel needs no synchronization). The intrinsics they call with no arguments are declared automatically."""
+
+  def special(self, name: str) -> str:
+    """The intrinsic (no arguments, returning i32) that reads the SPECIAL index `name`: gidxD, the workgroup id in dimension
+    D, or lidxD, the id within the workgroup. A GPU subclass overrides it; the default refuses, having no workgroups."""
+    raise NotImplementedError(f"SPECIAL is not supported: {type(self).__name__} renders for a target without workgroups ({name})")
+
   def render(self, name: str, linear: UOp) -> str:
-    return _Function(name, linear.src, self.threads > 1 and _work(linear.src) >= self.split_min_work).render()
+    return _Function(name, linear.src, self.threads > 1 and _work(linear.src) >= self.split_min_work, self).render()
 
 
 class _Function:
   """The state of rendering one kernel: the lines so far, each value's operand text, the open blocks."""
-  def __init__(self, name: str, prog: tuple[UOp, ...], threads: bool):
-    self.name, self.prog = name, prog
+  def __init__(self, name: str, prog: tuple[UOp, ...], threads: bool, renderer: LLVMRenderer):
+    self.name, self.prog, self.r = name, prog, renderer
     self.lines: list[str] = []
+    self.globals: list[str] = []  # module-level definitions (LOCAL buffers)
     self.allocas: list[str] = []
     self.decls: set[str] = set()
     self.val: dict[UOp, str] = {}
@@ -182,6 +206,11 @@ class _Function:
   def call(self, base: str, ty: str, *ops: str) -> str:
     fn = self.intrinsic(f"llvm.{base}.{_SUFFIX[ty]}", ty, *([ty] * len(ops)))
     return self.emit(f"call {ty} @{fn}({', '.join(f'{ty} {o}' for o in ops)})")
+  def ptr(self, u: UOp) -> str:
+    """The pointer type of memory reached through `u` (a buffer, or an INDEX/AFTER of one): its address space's."""
+    b = _base(u)
+    space = self.r.global_addrspace if b.op is Ops.PARAM else self.r.reg_addrspace if b.arg[3] is AddrSpace.REG else self.r.local_addrspace
+    return f"ptr addrspace({space})" if space else "ptr"
   def op(self, u: UOp) -> str:
     if u.op is Ops.CONST: return const(u.arg[0], u.dtype.scalar())
     if u not in self.val: raise ValueError(f"LLVM render of {self.name}: {u.op.name} is used before it is computed (not in LINEAR order)")
@@ -193,7 +222,8 @@ class _Function:
     bufs = [p for p in params if not isinstance(p.arg[0], str)]
     variables = [p for p in params if isinstance(p.arg[0], str)]
     if (slots := [p.arg[0] for p in bufs]) != list(range(len(bufs))): raise ValueError(f"{self.name}: buffer PARAMs must be 0..n-1, got {slots}")
-    args = [f"ptr noalias %data{p.arg[0]}" for p in bufs] + [f"i64 %var{i}" for i in range(len(variables))]
+    gptr = f"ptr addrspace({self.r.global_addrspace})" if self.r.global_addrspace else "ptr"
+    args = [f"{gptr} noalias %data{p.arg[0]}" for p in bufs] + [f"i64 %var{i}" for i in range(len(variables))]
     if self.partials: args.append("ptr noalias %partials")
     if self.threads: args += ["i64 %core_id", "i64 %core_count"]
     for p in bufs: self.val[p] = f"%data{p.arg[0]}"
@@ -206,31 +236,47 @@ class _Function:
     info = KernelInfo(tuple(p.dtype.name for p in bufs), tuple(p.arg[0] for p in variables),
                       int(self.split.src[0].vmax) if self.split is not None else None, len(self.partials), _work(self.prog))
     body = "\n".join(["entry:", *self.allocas, *self.lines, "  ret void"])
-    return "\n".join([f"; tinyspec {json.dumps(asdict(info))}", f"define void @{self.name}({', '.join(args)}) #0 {{", body, "}",
+    define = " ".join(["define", *([self.r.kernel_cc] if self.r.kernel_cc else []), "void", f"@{self.name}({', '.join(args)}) #0 {{"])
+    return "\n".join([f"; tinyspec {json.dumps(asdict(info))}", *self.globals, define, body, "}",
                       *sorted(self.decls), 'attributes #0 = { nounwind "frame-pointer"="none" }', ""])
 
 # ---- memory, loops and blocks ----
 
 def _buffer(f: _Function, u: UOp) -> str:
+  array = f"[{u.shape[0] if u.shape else 1} x {_MEM[u.dtype.scalar()]}]"
+  if u.arg[3] is AddrSpace.LOCAL and f.r.local_addrspace is not None:  # one copy per workgroup: a global of that address space
+    f.globals.append(f"@local{u.arg[0]} = internal addrspace({f.r.local_addrspace}) global {array} undef, align 16")
+    return f"@local{u.arg[0]}"
   if u.arg[3] is not AddrSpace.REG: raise NotImplementedError(f"LLVM render of {f.name}: {u.arg[3].name} buffers need workgroups")
-  name = f"%acc{u.arg[0]}"
-  f.allocas.append(f"  {name} = alloca [{u.shape[0] if u.shape else 1} x {_MEM[u.dtype.scalar()]}]")
-  return name
+  space = f", addrspace({f.r.reg_addrspace})" if f.r.reg_addrspace else ""
+  f.allocas.append(f"  %acc{u.arg[0]} = alloca {array}{space}")
+  return f"%acc{u.arg[0]}"
 
 def _index(f: _Function, u: UOp) -> str:
   base = _base(u.src[0])
-  return f.emit(f"getelementptr inbounds {_MEM[base.dtype.scalar()]}, ptr {f.op(base)}, i64 {f.op(u.src[1])}")
+  return f.emit(f"getelementptr inbounds {_MEM[base.dtype.scalar()]}, {f.ptr(base)} {f.op(base)}, i64 {f.op(u.src[1])}")
 
-def _load_value(f: _Function, dt: DType, ptr: str) -> str:
-  x = f.emit(f"load {_MEM[dt]}, ptr {ptr}")
+def _special(f: _Function, u: UOp) -> str:
+  fn = f.intrinsic(f.r.special(u.arg), "i32")
+  return f.emit(f"zext i32 {f.emit(f'call i32 @{fn}()')} to i64")
+
+_CALL = re.compile(r"call (\S+) @([\w.$]+)\(\)")
+
+def _barrier(f: _Function, u: UOp) -> None:
+  for line in f.r.barrier:
+    if (m := _CALL.search(line)): f.intrinsic(m.group(2), m.group(1))
+    f.lines.append(f"  {line}")
+
+def _load_value(f: _Function, dt: DType, ptr: str, pty: str = "ptr") -> str:
+  x = f.emit(f"load {_MEM[dt]}, {pty} {ptr}")
   if dt is dtypes.bool: return f.emit(f"trunc i8 {x} to i1")
   if dt is dtypes.bfloat16: return _bits_to_bf16(f, x)
   return x
 
-def _store_value(f: _Function, dt: DType, ptr: str, v: str) -> None:
+def _store_value(f: _Function, dt: DType, ptr: str, v: str, pty: str = "ptr") -> None:
   if dt is dtypes.bool: v = f.emit(f"zext i1 {v} to i8")
   if dt is dtypes.bfloat16: v = _bf16_to_bits(f, v)
-  f.lines.append(f"  store {_MEM[dt]} {v}, ptr {ptr}")
+  f.lines.append(f"  store {_MEM[dt]} {v}, {pty} {ptr}")
 
 def _guarded(f: _Function, gate: str, what) -> tuple[str | None, str, str]:
   """Run `what()` only where `gate` holds: returns what it returned, the label the guarded block ends in and the one before."""
@@ -244,17 +290,17 @@ def _guarded(f: _Function, gate: str, what) -> tuple[str | None, str, str]:
   return out, inner, before
 
 def _load(f: _Function, u: UOp) -> str:
-  dt = u.dtype.scalar()
-  if len(u.src) < 3: return _load_value(f, dt, f.op(u.src[0]))
+  dt, pty = u.dtype.scalar(), f.ptr(u.src[0])
+  if len(u.src) < 3: return _load_value(f, dt, f.op(u.src[0]), pty)
   # a gated load reads memory only where the gate holds (the address may be out of bounds elsewhere), else it is alt
   ptr, alt = f.op(u.src[0]), f.op(u.src[1])
-  x, inner, before = _guarded(f, f.op(u.src[2]), lambda: _load_value(f, dt, ptr))
+  x, inner, before = _guarded(f, f.op(u.src[2]), lambda: _load_value(f, dt, ptr, pty))
   return f.emit(f"phi {_REG[dt]} [ {x}, %{inner} ], [ {alt}, %{before} ]")
 
 def _store(f: _Function, u: UOp) -> None:
-  dt, ptr, v = u.src[1].dtype.scalar(), f.op(u.src[0]), f.op(u.src[1])
-  if len(u.src) < 3: _store_value(f, dt, ptr, v)
-  else: _guarded(f, f.op(u.src[2]), lambda: _store_value(f, dt, ptr, v))
+  dt, ptr, v, pty = u.src[1].dtype.scalar(), f.op(u.src[0]), f.op(u.src[1]), f.ptr(u.src[0])
+  if len(u.src) < 3: _store_value(f, dt, ptr, v, pty)
+  else: _guarded(f, f.op(u.src[2]), lambda: _store_value(f, dt, ptr, v, pty))
 
 def _range(f: _Function, u: UOp) -> str:
   n, start, bound = f.tmp()[2:], "0", f.op(u.src[0])
@@ -298,8 +344,8 @@ def _combine_partials(f: _Function, n: str) -> None:
   f.lines.append(f"  %c{n} = phi i64 [ 0, %combine{n} ], [ %c{n}.next, %fold{n} ]")
   for k, (acc, op) in enumerate(f.partials):
     dt = acc.dtype.scalar()
-    folded = _fold(f, op, dt, _load_value(f, dt, f.val[acc]), _load_value(f, dt, _partial(f, k, f"%c{n}")))
-    _store_value(f, dt, f.val[acc], folded)
+    folded = _fold(f, op, dt, _load_value(f, dt, f.val[acc], f.ptr(acc)), _load_value(f, dt, _partial(f, k, f"%c{n}")))
+    _store_value(f, dt, f.val[acc], folded, f.ptr(acc))
   f.lines.append(f"  %c{n}.next = add nuw nsw i64 %c{n}, 1")
   f.lines.append(f"  br i1 {f.emit(f'icmp ult i64 %c{n}.next, %core_count')}, label %fold{n}, label %exit{n}")
   f.label(f"share{n}")
@@ -310,7 +356,7 @@ def _leave_partials(f: _Function, n: str) -> None:
   f.label(f"partial{n}")
   for k, (acc, _) in enumerate(f.partials):
     dt = acc.dtype.scalar()
-    _store_value(f, dt, _partial(f, k, "%core_id"), _load_value(f, dt, f.val[acc]))
+    _store_value(f, dt, _partial(f, k, "%core_id"), _load_value(f, dt, f.val[acc], f.ptr(acc)))
   f.lines.append("  ret void")
   f.label(f"rest{n}")
 
@@ -482,6 +528,7 @@ def _int_alu(f: _Function, u: UOp, t: str, s: list[str]) -> str:
 _RENDER = {
   Ops.CONST: lambda f, u: None, Ops.BUFFER: _buffer, Ops.INDEX: _index, Ops.LOAD: _load, Ops.STORE: _store,
   Ops.RANGE: _range, Ops.END: _end, Ops.IF: _if, Ops.ENDIF: _endif, Ops.AFTER: lambda f, u: f.val.get(u.src[0]),
+  Ops.SPECIAL: _special, Ops.BARRIER: _barrier,
   **{op: (lambda f, u: None) for op in _NOTHING},
   **{op: _alu for op in (Ops.RECIP, Ops.TRUNC, Ops.CAST, Ops.BITCAST, Ops.ADD, Ops.MUL, Ops.MAX, Ops.MOD, Ops.IDIV, Ops.CMPLT, Ops.CMPNE,
                          Ops.XOR, Ops.OR, Ops.AND, Ops.SHR, Ops.SHL, Ops.WHERE, *LLVMRenderer.native)},

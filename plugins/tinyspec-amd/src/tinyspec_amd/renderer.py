@@ -1,0 +1,66 @@
+"""AMDGPU kernels as LLVM IR for the amdgcn target: core's `LLVMRenderer` with its GPU hooks set. Text only (no llvmlite
+import), so kernels render on any machine.
+
+A kernel is an `amdgpu_kernel` function whose buffers are global pointers (`ptr addrspace(1)`), LOCAL buffers are
+`addrspace(3)` globals (LDS, one copy per workgroup), accumulators allocas in the private address space 5; a SPECIAL
+gidxD reads `llvm.amdgcn.workgroup.id.{x,y,z}`, lidxD `llvm.amdgcn.workitem.id.{x,y,z}`; a BARRIER is a workgroup
+release fence, `s_barrier` and an acquire fence, so LDS writes before it are seen by every lane after it.
+"""
+from __future__ import annotations
+
+import re
+
+from tinyspec.dtype import dtypes
+from tinyspec.renderer import TensorCore
+from tinyspec.renderer.llvmir import LLVMRenderer
+
+ARCHS = ("gfx1100", "gfx942", "gfx1201")
+"""The targets every kernel is built for by the AMD_CHECK device: RDNA3 (Radeon RX 7900), CDNA3 (Instinct MI300) and RDNA4
+(Radeon RX 9070)."""
+
+_F16, _BF16, _F32 = dtypes.float16, dtypes.bfloat16, dtypes.float32
+
+def _wmma(kind: str, inp, out) -> TensorCore:
+  # 16x16x16 on a wave32; the values of A, B and C counted once (RDNA3's registers hold each A/B value in two lanes, lanes
+  # 0-15 and 16-31, and its C in every other half of a register; RDNA4 holds each value once)
+  name = f"v_wmma_{'f32' if out is _F32 else 'f16'}_16x16x16_{'f16' if inp is _F16 else 'bf16'}"
+  return TensorCore((16, 16, 16), 32, (8, 8, 8), inp, out, f"{name} ({kind})")
+
+TENSOR_CORES: dict[str, tuple[TensorCore, ...]] = {
+  "gfx11": tuple(_wmma("gfx11", i, o) for i, o in ((_F16, _F32), (_BF16, _F32), (_F16, _F16))),
+  "gfx12": tuple(_wmma("gfx12", i, o) for i, o in ((_F16, _F32), (_BF16, _F32), (_F16, _F16))),
+  # CDNA3 MFMA on a wave64: 16x16x16 (4 values of A, B and C per lane) and 32x32x8 (4 of A and B, 16 of C)
+  "gfx9": (TensorCore((16, 16, 16), 64, (4, 4, 4), _F16, _F32, "v_mfma_f32_16x16x16_f16"),
+           TensorCore((16, 16, 16), 64, (4, 4, 4), _BF16, _F32, "v_mfma_f32_16x16x16_bf16"),
+           TensorCore((32, 32, 8), 64, (4, 4, 16), _F16, _F32, "v_mfma_f32_32x32x8_f16"),
+           TensorCore((32, 32, 8), 64, (4, 4, 16), _BF16, _F32, "v_mfma_f32_32x32x8_bf16")),
+}
+"""The matrix instructions of each AMD family (gfx9: CDNA's MFMA; gfx11, gfx12: RDNA's WMMA), keyed by the arch prefix."""
+
+_SPECIAL = re.compile(r"(gidx|lidx)([012])")
+
+def family(arch: str) -> str:
+  """The family prefix of an arch name: "gfx1100" -> "gfx11", "gfx942" -> "gfx9"."""
+  if not (m := re.fullmatch(r"gfx(\d+)[0-9a-f]{2}(:.*)?", arch)): raise ValueError(f"not an AMD GPU arch name: {arch!r} (expected e.g. gfx1100)")
+  return f"gfx{m.group(1)}"
+
+class AMDRenderer(LLVMRenderer):
+  """LLVM IR for amdgcn-amd-amdhsa. `arch` picks the tensor-core table; the IR itself is the same for every arch."""
+  device = "AMD"
+  kernel_cc = "amdgpu_kernel"
+  global_addrspace, local_addrspace, reg_addrspace = 1, 3, 5
+  barrier = ('fence syncscope("workgroup") release', "call void @llvm.amdgcn.s.barrier()", 'fence syncscope("workgroup") acquire')
+  has_local = has_shared = True
+  local_max = (1024, 1024, 1024)  # HIP's maxThreadsDim; a workgroup holds at most 1024 lanes in all
+  global_max = (2 ** 31 - 1, 65535, 65535)  # workgroups per grid dimension (HIP's maxGridSize for y and z is smaller)
+  shared_max = 64 * 1024  # LDS per workgroup (gfx942 and RDNA have 64 KiB)
+  # bfloat16 is computed in float registers (core's LLVM renderer), so LLVM handles every dtype on amdgcn
+
+  def __init__(self, arch: str = ARCHS[0]):
+    self.arch, self.tensor_cores = arch, TENSOR_CORES.get(family(arch), ())
+
+  def special(self, name: str) -> str:
+    if not (m := _SPECIAL.fullmatch(name)): raise ValueError(f"AMD render: unknown SPECIAL {name!r} (expected gidx0-2 or lidx0-2)")
+    return f"llvm.amdgcn.{'workgroup' if m.group(1) == 'gidx' else 'workitem'}.id.{'xyz'[int(m.group(2))]}"
+
+  def __repr__(self): return f"<AMDRenderer {self.arch}>"
