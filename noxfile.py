@@ -5,7 +5,7 @@ Plugin sessions (opencl, cuda, metal, amd) are added here, and in tox.ini, as pl
 import nox
 
 nox.needs_version = ">=2024.4.15"
-nox.options.sessions = ["core", "torch", "cpu", "template", "lint"]
+nox.options.sessions = ["core", "torch", "cpu", "template", "amd", "lint"]
 nox.options.reuse_venv = "yes"  # keep a session's virtualenv between runs; `nox -R`/`--no-reuse-existing-virtualenvs` rebuilds
 nox.options.error_on_missing_interpreters = True
 
@@ -38,6 +38,14 @@ def cpu(session: nox.Session) -> None:
   session.install("./core", "./plugins/tinyspec-cpu[test]")
   session.run("pytest", "plugins/tinyspec-cpu/tests", *session.posargs, env={"TINYSPEC_VERIFY": "1"})
   session.run("pytest", "--pyargs", "tinyspec.conformance", "--tinyspec-device=CPU", env={"TINYSPEC_VERIFY": "1"})
+
+@nox.session
+def amd(session: nox.Session) -> None:
+  """The AMD plugin (plugins/tinyspec-amd): its tests, then the conformance suite on AMD_CHECK (kernels built for gfx1100,
+  gfx942 and gfx1201 by llvmlite, run by the interpreter)."""
+  session.install("./core", "./plugins/tinyspec-amd[test]")
+  session.run("pytest", "plugins/tinyspec-amd/tests", *session.posargs, env={"TINYSPEC_VERIFY": "1"})
+  session.run("pytest", "--pyargs", "tinyspec.conformance", "--tinyspec-device=AMD_CHECK", env={"TINYSPEC_VERIFY": "1"})
 
 @nox.session
 def lint(session: nox.Session) -> None:
