@@ -9,6 +9,7 @@ from tinyspec.device import Buffer, Device
 from tinyspec.engine.expand import expand
 from tinyspec.engine.isel import isel
 from tinyspec.engine.linearize import linearize
+from tinyspec.engine.realize import launch_dims
 from tinyspec.uop import AxisType, Ops, UOp, verify
 
 
@@ -20,11 +21,10 @@ def launch(dev: str, root: UOp, *arrays: np.ndarray, vals: tuple[int, ...] = ())
   verify(sink, "kernel")
   linear = linearize(isel(expand(sink), rt.renderer.native))
   prog = rt.program("hand", rt.compiler.compile_cached(rt.renderer.render("hand", linear)))
-  specials = {u.arg: u.src[0].arg for u in linear.src if u.op is Ops.SPECIAL}
-  def dims(prefix): return tuple(specials.get(f"{prefix}{i}", 1) for i in range(3))
   params = sorted((u for u in linear.src if u.op is Ops.PARAM and isinstance(u.arg[0], int)), key=lambda u: u.arg[0])
   bufs = [Buffer(dev, a.size, p.arg[1]).copyin(np.ascontiguousarray(a, p.arg[1].np)) for p, a in zip(params, arrays)]
-  prog(*(b.handle for b in bufs), global_size=dims("gidx"), local_size=dims("lidx"), vals=vals, wait=True)
+  global_size, local_size = launch_dims(linear)
+  prog(*(b.handle for b in bufs), global_size=global_size, local_size=local_size, vals=vals, wait=True)
   return [b.numpy() for b in bufs]
 
 def test_loop_with_variable_bound(dev):

@@ -1,0 +1,28 @@
+"""The OPENCL device's plugin hooks. Importing this module is cheap: pyopencl is imported by the probe and by `open`."""
+from __future__ import annotations
+
+from tinyspec.device import DeviceSpec
+from tinyspec.hookspecs import PLUGIN_API_VERSION, hookimpl
+
+
+def _probe() -> str | None:
+  try:
+    from tinyspec_opencl.runtime import devices  # imports pyopencl
+  except ImportError as e: return f"pyopencl is not importable ({e}); pip install pyopencl"
+  try: devices()
+  except RuntimeError as e: return str(e)
+  return None
+
+def _open(name: str):
+  from tinyspec_opencl.runtime import OpenCLRuntime
+  return OpenCLRuntime(name)
+
+def _info() -> str:
+  from tinyspec_opencl.runtime import describe, devices
+  return "; ".join(f"OPENCL:{i} {describe(d)}" for i, d in enumerate(devices()))
+
+@hookimpl
+def tinyspec_plugin_api(): return (PLUGIN_API_VERSION,)
+
+@hookimpl
+def tinyspec_devices(): return (DeviceSpec("OPENCL", ("OPENCL_C",), probe=_probe, open=_open, info=_info),)
