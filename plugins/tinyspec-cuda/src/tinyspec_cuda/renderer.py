@@ -1,0 +1,116 @@
+"""CUDA C from LINEAR programs: core's `CStyleRenderer` with CUDA's spelling. Text only: renders on any machine.
+
+    extern "C" __global__ void __launch_bounds__(8) E_3_8(float* data0, float* data1) {
+      __shared__ float local0[8];                         <- LOCAL buffers
+      long long gidx0 = blockIdx.x; /* 3 */               <- SPECIAL gidx: the block, lidx: the thread in it
+      long long lidx1 = threadIdx.x; /* 8 */
+      ...
+      __syncthreads();                                    <- BARRIER
+    }
+
+half comes from cuda_fp16.h and bfloat16 from cuda_bf16.h (NVRTC's include path holds them, see nvrtc.py), included only
+by kernels that use them. Bitcasts of floats go through CUDA's __float_as_uint-style intrinsics.
+"""
+from __future__ import annotations
+
+import math
+
+from tinyspec.dtype import DType, dtypes
+from tinyspec.renderer import TensorCore
+from tinyspec.renderer.cstyle import CKernel, CStyleRenderer
+from tinyspec.uop import Ops
+
+CUDA_TYPES: dict[DType, str] = {
+  dtypes.bool: "bool", dtypes.int8: "signed char", dtypes.uint8: "unsigned char", dtypes.int16: "short", dtypes.uint16: "unsigned short",
+  dtypes.int32: "int", dtypes.uint32: "unsigned int", dtypes.int64: "long long", dtypes.uint64: "unsigned long long",
+  dtypes.index: "long long", dtypes.float16: "half", dtypes.bfloat16: "__nv_bfloat16", dtypes.float32: "float", dtypes.float64: "double",
+}
+# float <-> the unsigned integer of its size, through CUDA's intrinsics (a union or pointer cast would be undefined in C++)
+_AS_BITS = {dtypes.float16: "__half_as_ushort", dtypes.bfloat16: "__bfloat16_as_ushort", dtypes.float32: "__float_as_uint",
+            dtypes.float64: "__double_as_longlong"}
+_FROM_BITS = {dtypes.float16: ("__ushort_as_half", "unsigned short"), dtypes.bfloat16: ("__ushort_as_bfloat16", "unsigned short"),
+              dtypes.float32: ("__uint_as_float", "unsigned int"), dtypes.float64: ("__longlong_as_double", "long long")}
+_TO_16 = {dtypes.float16: "__float2half_rn", dtypes.bfloat16: "__float2bfloat16_rn"}
+_FROM_DOUBLE = {dtypes.float16: "__double2half", dtypes.bfloat16: "__double2bfloat16"}
+
+# mma.sync shapes (PTX ISA, "Warp-level matrix multiply-accumulate"): one warp of 32 threads, A/B/C fragments per thread
+TC_SM75 = (TensorCore((16, 8, 8), 32, (4, 2, 4), dtypes.float16, dtypes.float32, "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32"),)
+TC_SM80 = (
+  TensorCore((16, 8, 16), 32, (8, 4, 4), dtypes.float16, dtypes.float32, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"),
+  TensorCore((16, 8, 16), 32, (8, 4, 4), dtypes.float16, dtypes.float16, "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16"),
+  TensorCore((16, 8, 16), 32, (8, 4, 4), dtypes.bfloat16, dtypes.float32, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"),
+  TensorCore((16, 8, 8), 32, (4, 2, 4), dtypes.float32, dtypes.float32, "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"),
+  TensorCore((16, 8, 32), 32, (16, 8, 4), dtypes.int8, dtypes.int32, "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32"),
+)
+
+class CUDARenderer(CStyleRenderer):
+  """CUDA C for NVRTC, for one GPU architecture (`arch`, e.g. "sm_90"), which picks the tensor-core table: sm_75 has only
+  the f16 m16n8k8 shape, sm_80 and later add bf16, tf32 and int8. bfloat16 arithmetic needs sm_80; `bfloat16=False`
+  drops it (CUDA_CHECK does: the interpreter that runs its kernels has no bfloat16)."""
+  device = "CUDA"
+  native = frozenset({Ops.SUB, Ops.DIV, Ops.CMPGT, Ops.CMPGE, Ops.CMPLE, Ops.CMPEQ, Ops.SQRT, Ops.EXP2, Ops.LOG2, Ops.SIN})
+  has_local, has_shared = True, True
+  local_max, global_max, shared_max = (1024, 1024, 64), (2**31 - 1, 65535, 65535), 48 * 1024
+  type_map = CUDA_TYPES
+  kernel_prefix = 'extern "C" __global__ '
+  local_prefix = "__shared__ "
+  helper_prefix = "__device__ inline "
+  barrier = "__syncthreads();"
+  specials = {"gidx": "blockIdx.{xyz}", "lidx": "threadIdx.{xyz}"}
+  math_suffix = {dtypes.float32: "f"}  # sqrtf for float (and half, computed in float), sqrt for double
+  # NVRTC has no math.h macros; the bit patterns of +inf and a quiet NaN, converted to each type
+  infinity, nan = "__int_as_float(0x7f800000)", "__int_as_float(0x7fffffff)"
+  vectors = False  # CUDA's float4 and kin have no arithmetic operators
+  dtypes = frozenset(CUDA_TYPES) - {dtypes.index}  # (after the lines above: this name hides the dtypes module in the class body)
+
+  def __init__(self, arch: str = "sm_80", bfloat16: bool = True):
+    self.arch = arch
+    sm = int(arch.removeprefix("sm_"))
+    self.tensor_cores = TC_SM80 if sm >= 80 else TC_SM75
+    if not bfloat16 or sm < 80: self.dtypes = type(self).dtypes - {dtypes.bfloat16}
+
+  def render_alu(self, op: Ops, dt: DType, src_dt: DType, s: list[str]) -> str:
+    # half and bfloat16 compute in float: exact for the operands, and one rounding back is the correctly rounded result
+    # (float has more than twice their precision). It also keeps clear of cuda_fp16.h's operator overloads, which make
+    # mixed expressions such as `h != 0` ambiguous.
+    if op is Ops.CAST and dt in _TO_16:
+      # integers wider than float's 24 bits go through double, exactly as numpy converts them (its rounding included)
+      if src_dt is dtypes.float64 or (dtypes.is_int(src_dt) and src_dt.itemsize >= 4): return f"{_FROM_DOUBLE[dt]}((double){s[0]})"
+      return f"{_TO_16[dt]}({s[0] if src_dt is dtypes.float32 else f'(float){s[0]}'})"
+    if op is Ops.CAST and src_dt in _TO_16 and dt is dtypes.float32: return f"(float){s[0]}"
+    if src_dt in _TO_16 and op not in (Ops.WHERE, Ops.BITCAST):
+      out = super().render_alu(op, dtypes.float32 if dt in _TO_16 else dt, dtypes.float32, [f"(float){x}" for x in s])
+      return f"{_TO_16[dt]}({out})" if dt in _TO_16 else out
+    return super().render_alu(op, dt, src_dt, s)
+
+  def render_bitcast(self, x: str, src: DType, dst: DType) -> str:
+    if src in _AS_BITS: x = f"{_AS_BITS[src]}({x})"
+    if dst in _FROM_BITS:
+      fn, bits = _FROM_BITS[dst]
+      return f"{fn}(({bits}){x})"
+    return f"(({self.render_dtype(dst)}){x})"  # integers of one size: the conversion keeps the bits (two's complement)
+
+  def render_float(self, value: float, dt: DType) -> str:
+    # bfloat16: rounded here, once, then written as the float literal it now exactly is
+    if dt is dtypes.bfloat16 and math.isinf(r := round_bf16(value)): return self.render_const(r, dt)  # rounds up to infinity
+    if dt is dtypes.bfloat16: return f"__float2bfloat16_rn({r!r}f)"
+    return super().render_float(value, dt)
+
+  def render_prelude(self, k: CKernel) -> str:
+    # the headers cost NVRTC some time to parse: only kernels using half or bfloat16 include them
+    includes = "".join(f"#include <{h}>\n" for dt, h in ((dtypes.float16, "cuda_fp16.h"), (dtypes.bfloat16, "cuda_bf16.h")) if dt in k.dtypes)
+    return includes + super().render_prelude(k)
+
+  def render_kernel(self, k: CKernel) -> str:
+    # __launch_bounds__: the block size is fixed by the kernel's lidx SPECIALs, so the compiler can budget registers for it
+    threads = k.local_size[0] * k.local_size[1] * k.local_size[2]
+    bounds = f"__launch_bounds__({threads}) " if threads > 1 else ""
+    lines = [f"  {d}" for d in k.decls] + k.body
+    return f"{self.render_prelude(k)}\n{self.kernel_prefix}void {bounds}{k.name}({', '.join(k.params)}) {{\n" + "\n".join(lines) + "\n}\n"
+
+def round_bf16(value: float) -> float:
+  """`value` rounded to the nearest bfloat16 (ties to even; 8 significant bits, exponents down to 2**-133), as a Python float."""
+  if value == 0 or not math.isfinite(value): return value
+  quantum = 2.0 ** (max(math.frexp(value)[1], -125) - 8)
+  out = round(value / quantum) * quantum  # round() ties to even
+  return out if abs(out) < 2.0**128 else math.copysign(math.inf, value)

@@ -1,0 +1,170 @@
+"""The CUDA plugin without a GPU: seed 003's kernels rendered by hand, every kernel compiled by NVRTC for the four target
+architectures, compile errors, the devices it lists, and CUDA_CHECK running kernels on the interpreter against numpy."""
+import ctypes
+import importlib.util
+import struct
+
+import numpy as np
+import pytest
+from tinyspec import Tensor, dtypes
+from tinyspec.conformance.builders import after, barrier, f32, i32, load, local, lower, param, special, store
+from tinyspec.device import CompileError, Device
+from tinyspec.uop import Ops, UOp
+from tinyspec_cuda.nvrtc import NVRTCCompiler
+from tinyspec_cuda.renderer import CUDARenderer, round_bf16
+from tinyspec_cuda.runtime import compiler_for
+
+ARCHS = ("sm_75", "sm_80", "sm_89", "sm_90")
+
+def seed003(n: int = 2, out=i32, how: str = "") -> UOp:
+  """Seed 003's kernels by hand: out[i] = a[i] + b[i] over int32 a and b, i = lidx0 (or the constant 0 when n is 1),
+  the sum then cast (how="cast") or bitcast (how="bitcast") to `out`."""
+  i = special("lidx0", n) if n > 1 else UOp.const(0)
+  v = load(param(1, n, i32), i) + load(param(2, n, i32), i)
+  return lower(store(param(0, n, out), i, v.cast(out) if how == "cast" else v.bitcast(out) if how == "bitcast" else v))
+
+def tree_sum(G: int = 3, L: int = 8) -> UOp:
+  """A workgroup reduction: G workgroups of L threads sum their L inputs in shared memory, a barrier between steps."""
+  g, l, lb = special("gidx0", G), special("lidx0", L), local(L)
+  written, s = store(lb, l, load(param(1, G * L, f32), g * L + l)), L // 2
+  while s:
+    now = after(lb, barrier(written))
+    total = load(now, l) + load(now, l + s, UOp.const(0.0, f32), l + s < L)
+    written, s = store(after(lb, barrier(total)), l, total), s // 2
+  return lower(store(param(0, G, f32), g, load(after(lb, barrier(written)), UOp.const(0))))
+
+def test_seed003_add_renders_as_cuda():
+  src = CUDARenderer().render("E_2", seed003())
+  assert 'extern "C" __global__ void __launch_bounds__(2) E_2(int* data0, int* data1, int* data2) {' in src
+  assert "long long lidx0 = threadIdx.x; /* 2 */" in src
+  assert "data1[lidx0]" in src and "data2[lidx0]" in src and "data0[lidx0] = v" in src
+  assert "#include" not in src  # no half, no headers
+  one = CUDARenderer().render("E_", seed003(1))
+  assert 'extern "C" __global__ void E_(int* data0, int* data1, int* data2) {' in one and "data1[0]" in one and "threadIdx" not in one
+
+def test_seed003_cast_and_bitcast_render_as_cuda():
+  assert "float v12 = (float)v11;" in CUDARenderer().render("E_2", seed003(out=f32, how="cast"))
+  assert "float v12 = __uint_as_float((unsigned int)v11);" in CUDARenderer().render("E_2", seed003(out=f32, how="bitcast"))
+
+@pytest.mark.parametrize("how", ["", "cast", "bitcast"])
+def test_seed003_compiles_to_cubin_and_ptx_for_every_arch(how):
+  src = CUDARenderer().render("E_2", seed003(out=i32 if not how else f32, how=how))
+  for arch in ARCHS:
+    assert NVRTCCompiler((arch,)).compile(src)[:4] == b"\x7fELF"  # a cubin is an ELF file
+    ptx = NVRTCCompiler((arch,), ptx=True).compile(src).decode()
+    assert f".target {arch}" in ptx and ".entry E_2" in ptx
+
+def test_workgroup_kernel_renders_compiles_and_runs():
+  src = CUDARenderer().render("tree", tree_sum())
+  assert "__shared__ float local0[8];" in src and src.count("__syncthreads();") == 7
+  assert "long long gidx0 = blockIdx.x; /* 3 */" in src and "__launch_bounds__(8)" in src
+  assert NVRTCCompiler(ARCHS).compile(src)[:4] == b"\x7fELF"
+  rt = Device["CUDA_CHECK"]
+  prog = rt.program("tree", rt.compiler.compile_cached(rt.renderer.render("tree", tree_sum())))
+  x = np.random.default_rng(0).standard_normal(24).astype(np.float32)
+  out, inp = rt.allocator.alloc(12), rt.allocator.alloc(96)
+  rt.allocator.copyin(inp, memoryview(x).cast("B"))
+  prog(out, inp, global_size=(3, 1, 1), local_size=(8, 1, 1), wait=True)
+  got = np.empty(3, np.float32)
+  rt.allocator.copyout(memoryview(got).cast("B"), out)
+  np.testing.assert_allclose(got, x.reshape(3, 8).sum(1), rtol=1e-5)
+
+def test_no_fused_multiply_add():
+  # a*b+c must round twice, as numpy does; NVRTC fuses it into one fma unless told not to
+  lin = lower(store(param(0, 4, f32), i := special("lidx0", 4), load(param(1, 4, f32), i) * load(param(2, 4, f32), i) + load(param(3, 4, f32), i)))
+  ptx = NVRTCCompiler(("sm_90",), ptx=True).compile(CUDARenderer().render("mad", lin)).decode()
+  assert "mul.rn.f32" in ptx and "add.rn.f32" in ptx and "fma" not in ptx
+
+@pytest.mark.parametrize("dt", [dtypes.float16, dtypes.bfloat16, dtypes.float64, dtypes.int8, dtypes.uint64, dtypes.bool])
+def test_every_dtype_compiles(dt):
+  # arithmetic, a comparison against a constant, max, sqrt, and casts to and from float and int64, in one kernel
+  i = special("lidx0", 4)
+  a, b = load(param(1, 4, dt), i), load(param(2, 4, dt), i)
+  v = (a * b + a).maximum(b) if dt is not dtypes.bool else a & b
+  flag = (v < UOp.const(1, dt)) if dt is not dtypes.bool else v
+  mix = flag.where(UOp(Ops.SQRT, (v.cast(f32),)).cast(dt), v.cast(dtypes.int64).cast(dt))
+  src = CUDARenderer().render("k", lower(store(param(0, 4, dt), i, mix)))
+  assert ("#include <cuda_fp16.h>" in src) == (dt is dtypes.float16) and ("#include <cuda_bf16.h>" in src) == (dt is dtypes.bfloat16)
+  for arch in ARCHS if dt is not dtypes.bfloat16 else ARCHS[1:]:  # bfloat16 arithmetic needs sm_80
+    assert NVRTCCompiler((arch,)).compile(src)[:4] == b"\x7fELF"
+
+@pytest.mark.parametrize("pair", [(dtypes.float16, dtypes.int16), (dtypes.uint16, dtypes.float16), (dtypes.bfloat16, dtypes.uint16),
+                                  (dtypes.float16, dtypes.bfloat16), (dtypes.float32, dtypes.int32), (dtypes.uint32, dtypes.float32),
+                                  (dtypes.float64, dtypes.uint64), (dtypes.int64, dtypes.float64), (dtypes.int32, dtypes.uint32)])
+def test_bitcasts_compile(pair):
+  src_dt, dst_dt = pair
+  i = special("lidx0", 2)
+  src = CUDARenderer().render("bc", lower(store(param(0, 2, dst_dt), i, load(param(1, 2, src_dt), i).bitcast(dst_dt))))
+  assert "union" not in src and "memcpy" not in src
+  assert NVRTCCompiler(("sm_80",)).compile(src)[:4] == b"\x7fELF"
+
+def test_constants_nan_inf_and_wide_ints_compile():
+  i = special("lidx0", 2)
+  vals = [UOp.const(float("inf"), f32), UOp.const(float("-inf"), dtypes.float16), UOp.const(float("nan"), dtypes.float64),
+          UOp.const(3e38, dtypes.bfloat16), UOp.const(1e-40, dtypes.bfloat16)]
+  stores = [store(param(k, 2, v.dtype), i, v) for k, v in enumerate(vals)]
+  stores.append(store(param(len(vals), 2, dtypes.int64), i, load(param(len(vals) + 1, 2, dtypes.int64), i) * -2**63 + 2**40))
+  src = CUDARenderer().render("consts", lower(*stores))
+  assert "__int_as_float(0x7f800000)" in src and "1099511627776ll" in src and "__float2bfloat16_rn(" in src
+  assert NVRTCCompiler(("sm_80", "sm_90")).compile(src)[:4] == b"\x7fELF"
+
+def test_round_bf16_matches_float32_bit_rounding():
+  def ref(x: float) -> float:  # round-to-nearest-even on float32's bits (exact for values float32 holds)
+    b = struct.unpack("<I", struct.pack("<f", x))[0]
+    return struct.unpack("<f", struct.pack("<I", ((b + 0x7FFF + ((b >> 16) & 1)) >> 16) << 16))[0]
+  xs = np.random.default_rng(1).standard_normal(2000).astype(np.float32) * np.float32(10.0) ** np.random.default_rng(2).integers(-40, 38, 2000)
+  for x in [1.0, 1.00390625, 1.01171875, -3.140625, 1e-40, 3.3e38, *xs.tolist()]: assert round_bf16(x) == ref(x), x
+  assert round_bf16(3.4e38) == float("inf") and round_bf16(-0.0) == 0.0
+
+def test_compile_error_carries_nvrtc_log_and_source():
+  src = CUDARenderer().render("E_2", seed003()).replace("data2[lidx0]", "nope[lidx0]")
+  with pytest.raises(CompileError) as e: NVRTCCompiler(("sm_80", "sm_90")).compile(src)
+  msg = str(e.value)
+  assert msg.startswith("nvrtc sm_80 failed to compile:") and 'identifier "nope" is undefined' in msg
+  assert "kernel.cu(" in msg and "nope[lidx0];" in msg.split("--- source ---")[1]  # the numbered source follows the log
+
+def test_unknown_architecture_is_refused():
+  with pytest.raises(ValueError, match=r"NVRTC \d+\.\d+ cannot build for sm_52; it knows sm_75.*sm_90"): NVRTCCompiler(("sm_52",))
+
+def test_compiler_for_a_gpu():
+  assert compiler_for(90).archs == ("sm_90",) and not compiler_for(90).ptx
+  newer = compiler_for(990)  # a GPU newer than this NVRTC knows: PTX for the newest arch it has, for the driver to build
+  assert newer.ptx and int(newer.archs[0][3:]) < 990
+  with pytest.raises(RuntimeError, match="this GPU is sm_50, older than any architecture"): compiler_for(50)
+
+def test_tensor_core_tables():
+  for arch in ("sm_75", "sm_80", "sm_90"):
+    r = CUDARenderer(arch)
+    assert r.tensor_cores and all(tc.threads == 32 and tc.name.startswith("mma.sync") for tc in r.tensor_cores)
+    assert any(tc.dtype_in is dtypes.bfloat16 for tc in r.tensor_cores) == (arch != "sm_75") == (dtypes.bfloat16 in r.dtypes)
+  tc = next(t for t in CUDARenderer("sm_90").tensor_cores if t.dtype_in is dtypes.float16 and t.dtype_out is dtypes.float32)
+  assert (tc.dims, tc.elements) == ((16, 8, 16), (8, 4, 4))
+  assert dtypes.bfloat16 not in Device["CUDA_CHECK"].renderer.dtypes  # the interpreter running CUDA_CHECK has no bfloat16
+
+def test_devices_listing():
+  rows = {r.name: r for r in Device.listing()}
+  assert rows["CUDA_CHECK"].status == "available" and "NVRTC 13." in rows["CUDA_CHECK"].info and "sm_80, sm_90" in rows["CUDA_CHECK"].info
+  cuda = rows["CUDA"]
+  if cuda.status == "available": return
+  # unavailable: the reason names everything that is missing, each with what to do
+  try: ctypes.CDLL("libcuda.so.1")
+  except OSError: assert "no NVIDIA driver (libcuda.so.1 not found)" in cuda.detail
+  if importlib.util.find_spec("pycuda") is None: assert "pycuda not installed (pip install 'tinyspec-cuda[runtime]')" in cuda.detail
+
+def test_cuda_check_runs_tensor_programs():
+  rng = np.random.default_rng(0)
+  a, b = rng.standard_normal((9, 7)).astype(np.float32), rng.standard_normal((7, 5)).astype(np.float32)
+  got = (Tensor(a, device="CUDA_CHECK") @ Tensor(b, device="CUDA_CHECK")).relu().sum(axis=1).numpy()
+  np.testing.assert_allclose(got, np.maximum(a @ b, 0).sum(1), rtol=1e-5, atol=1e-5)
+  h = rng.standard_normal(100).astype(np.float16)
+  want = (h * np.float16(3) - np.float16(1)).astype(np.int8)  # computed in half, then truncated
+  np.testing.assert_array_equal((Tensor(h, device="CUDA_CHECK") * 3 - 1).cast(dtypes.int8).numpy(), want)
+
+def test_every_op_family_reaches_nvrtc():
+  # one program per op family through the whole pipeline; CUDA_CHECK compiles each kernel with NVRTC first
+  x = Tensor(np.linspace(-3, 3, 24, dtype=np.float32).reshape(4, 6), device="CUDA_CHECK")
+  got = (x.exp2() + x.abs().sqrt() + x.sin() + (x > 0).where(x, -x).log2() - x.max(axis=1, keepdim=True)).numpy()
+  xn = np.linspace(-3, 3, 24, dtype=np.float32).reshape(4, 6)
+  want = np.exp2(xn) + np.sqrt(np.abs(xn)) + np.sin(xn) + np.log2(np.abs(xn)) - xn.max(1, keepdims=True)
+  np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+  assert Ops.SIN in Device["CUDA_CHECK"].renderer.native
