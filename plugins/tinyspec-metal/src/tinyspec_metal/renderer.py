@@ -1,0 +1,55 @@
+"""Metal Shading Language from LINEAR programs: core's `CStyleRenderer` with Metal's spelling. Text only: renders anywhere.
+
+    #include <metal_stdlib>
+    using namespace metal;
+    kernel void E_2(device int* data0, const device int* data1, const device int* data2,
+                    uint3 gid [[threadgroup_position_in_grid]], uint3 lid [[thread_position_in_threadgroup]]) {
+      long lidx0 = lid.x; /* 2 */                              <- SPECIAL gidx: gid (the threadgroup), lidx: lid (the thread in it)
+      int v4 = data1[lidx0];
+      ...
+    }
+
+Buffers are `device` pointers bound by index ([[buffer(n)]]); integer variables follow them as `constant long&`
+arguments, then the two thread-position arguments. Workgroup memory is `threadgroup`, a BARRIER is
+threadgroup_barrier(mem_flags::mem_threadgroup), and a bitcast is as_type<T>(x). Metal has no double.
+"""
+from __future__ import annotations
+
+from tinyspec.dtype import DType, dtypes
+from tinyspec.renderer import TensorCore
+from tinyspec.renderer.cstyle import CStyleRenderer
+from tinyspec.uop import Ops
+
+METAL_TYPES: dict[DType, str] = {
+  dtypes.bool: "bool", dtypes.int8: "char", dtypes.uint8: "uchar", dtypes.int16: "short", dtypes.uint16: "ushort", dtypes.int32: "int",
+  dtypes.uint32: "uint", dtypes.int64: "long", dtypes.uint64: "ulong", dtypes.index: "long", dtypes.float16: "half", dtypes.float32: "float",
+}
+
+class MetalRenderer(CStyleRenderer):
+  """Metal Shading Language for Apple GPUs. The math calls are metal::precise's, correctly rounded whatever the compile
+  options say; the runtime turns fast math off as well, so NaN and infinities behave as in numpy. The tensor-core table
+  is simdgroup_matrix's 8x8x8 multiply-accumulate, one SIMD group of 32 threads holding 2 elements of each matrix."""
+  device = "METAL"
+  native = frozenset({Ops.SUB, Ops.DIV, Ops.CMPGT, Ops.CMPGE, Ops.CMPLE, Ops.CMPEQ, Ops.SQRT, Ops.EXP2, Ops.LOG2, Ops.SIN})
+  has_local, has_shared = True, True
+  local_max, global_max, shared_max = (1024, 1024, 1024), (2**31 - 1, 65535, 65535), 32 * 1024
+  tensor_cores = tuple(TensorCore((8, 8, 8), 32, (2, 2, 2), di, do, "simdgroup_multiply_accumulate")
+                       for di, do in ((dtypes.float32, dtypes.float32), (dtypes.float16, dtypes.float32), (dtypes.float16, dtypes.float16)))
+  type_map = METAL_TYPES
+  kernel_prefix, buffer_prefix, local_prefix, helper_prefix = "kernel ", "device ", "threadgroup ", "inline "
+  prelude = "#include <metal_stdlib>\nusing namespace metal;\n"
+  barrier = "threadgroup_barrier(mem_flags::mem_threadgroup);"
+  specials = {"gidx": "gid.{xyz}", "lidx": "lid.{xyz}"}
+  math_funcs = {Ops.TRUNC: "trunc", Ops.SQRT: "precise::sqrt", Ops.EXP2: "precise::exp2", Ops.LOG2: "precise::log2", Ops.SIN: "precise::sin"}
+  int64_suffix = ("l", "ul")  # Metal's long is 64 bits and it has no long long
+  vectors = False
+  dtypes = frozenset(METAL_TYPES) - {dtypes.index}  # (after the lines above: this name hides the dtypes module in the class body)
+
+  def render_bitcast(self, x: str, src: DType, dst: DType) -> str: return f"as_type<{self.render_dtype(dst)}>({x})"
+
+  def render_params(self, bufs: list[tuple[int, DType, bool]], variables: list[str]) -> list[str]:
+    # argument n is bound by [[buffer(n)]]: the buffers in order, then the variables (the runtime binds them so); buffers
+    # the kernel only reads are const, as Metal's compiler likes them
+    out = [f"{'' if w else 'const '}device {self.render_dtype(dt)}* data{slot} [[buffer({i})]]" for i, (slot, dt, w) in enumerate(bufs)]
+    out += [f"constant long& {v} [[buffer({i})]]" for i, v in enumerate(variables, len(bufs))]
+    return out + ["uint3 gid [[threadgroup_position_in_grid]]", "uint3 lid [[thread_position_in_threadgroup]]"]
