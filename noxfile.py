@@ -1,11 +1,12 @@
-"""nox sessions mirroring tox.ini: `nox` runs core, torch, cpu, template and lint, `nox -s core -- -k name` passes arguments on to pytest.
+"""nox sessions mirroring tox.ini: `nox` runs them all (core, torch, cpu, template, opencl, cuda, metal, amd, lint);
+`nox -s core -- -k name` passes arguments on to pytest.
 
-Plugin sessions (opencl, cuda, metal, amd) are added here, and in tox.ini, as plugins/tinyspec-* land.
+One session per backend: the GPU plugins without their hardware run the conformance suite on their *_CHECK device.
 """
 import nox
 
 nox.needs_version = ">=2024.4.15"
-nox.options.sessions = ["core", "torch", "cpu", "template", "amd", "lint"]
+nox.options.sessions = ["core", "torch", "cpu", "template", "opencl", "cuda", "metal", "amd", "lint"]
 nox.options.reuse_venv = "yes"  # keep a session's virtualenv between runs; `nox -R`/`--no-reuse-existing-virtualenvs` rebuilds
 nox.options.error_on_missing_interpreters = True
 
@@ -38,6 +39,31 @@ def cpu(session: nox.Session) -> None:
   session.install("./core", "./plugins/tinyspec-cpu[test]")
   session.run("pytest", "plugins/tinyspec-cpu/tests", *session.posargs, env={"TINYSPEC_VERIFY": "1"})
   session.run("pytest", "--pyargs", "tinyspec.conformance", "--tinyspec-device=CPU", env={"TINYSPEC_VERIFY": "1"})
+
+@nox.session
+def opencl(session: nox.Session) -> None:
+  """The OpenCL plugin (plugins/tinyspec-opencl, pyopencl): its tests, then the conformance suite on OPENCL (PoCL's CPU
+  device from PyPI, two of them so the multi-device tests run)."""
+  session.install("./core", "./plugins/tinyspec-opencl[test]")
+  env = {"TINYSPEC_VERIFY": "1", "POCL_DEVICES": "pthread pthread"}
+  session.run("pytest", "plugins/tinyspec-opencl/tests", *session.posargs, env=env)
+  session.run("pytest", "--pyargs", "tinyspec.conformance", "--tinyspec-device=OPENCL", env=env)
+
+@nox.session
+def cuda(session: nox.Session) -> None:
+  """The CUDA plugin (plugins/tinyspec-cuda): its tests, then the conformance suite on CUDA_CHECK (kernels compiled by NVRTC
+  for sm_80 and sm_90, run by the interpreter)."""
+  session.install("./core", "./plugins/tinyspec-cuda[test]")
+  session.run("pytest", "plugins/tinyspec-cuda/tests", *session.posargs, env={"TINYSPEC_VERIFY": "1"})
+  session.run("pytest", "--pyargs", "tinyspec.conformance", "--tinyspec-device=CUDA_CHECK", env={"TINYSPEC_VERIFY": "1"})
+
+@nox.session
+def metal(session: nox.Session) -> None:
+  """The Metal plugin (plugins/tinyspec-metal): its tests, then the conformance suite on METAL_CHECK (kernels checked by the
+  host C++ front end against a stand-in metal_stdlib, run by the interpreter)."""
+  session.install("./core", "./plugins/tinyspec-metal[test]")
+  session.run("pytest", "plugins/tinyspec-metal/tests", *session.posargs, env={"TINYSPEC_VERIFY": "1"})
+  session.run("pytest", "--pyargs", "tinyspec.conformance", "--tinyspec-device=METAL_CHECK", env={"TINYSPEC_VERIFY": "1"})
 
 @nox.session
 def amd(session: nox.Session) -> None:
