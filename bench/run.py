@@ -14,7 +14,9 @@ Run: python bench/run.py [--quick] [--systems numpy,tinyspec:PYTHON] [--repeats 
 from __future__ import annotations
 
 import argparse
+import ctypes.util
 import datetime
+import glob
 import importlib.util
 import json
 import os
@@ -75,10 +77,22 @@ def available(system: str) -> str | None:
   except DeviceError as e: return str(e)
   return None
 
+# pyopencl's import prepares its bundled ICD loader to find the platforms installed as wheels (PoCL): without it, that
+# loader finds none, or crashes, when tinygrad opens it through OPENCL_PATH
+PYOPENCL_FIRST = "import pyopencl; " if importlib.util.find_spec("pyopencl") else ""
+
+def opencl_env() -> dict[str, str]:
+  """Where the system has no libOpenCL, point tinygrad's CL device (OPENCL_PATH) at the ICD loader bundled with pyopencl's
+  wheel, so it finds the same OpenCL platforms (PoCL here) as tinyspec's OPENCL device."""
+  if "OPENCL_PATH" in os.environ or ctypes.util.find_library("OpenCL") or importlib.util.find_spec("pyopencl") is None: return {}
+  found = sorted(glob.glob(os.path.join(os.path.dirname(importlib.util.find_spec("pyopencl").origin), ".libs", "libOpenCL*")))
+  return {"OPENCL_PATH": found[0]} if found else {}
+
 def _tinygrad_cl_fails() -> str | None:
-  """Why tinygrad's CL device cannot run here (it loads the system's libOpenCL itself), or None when a trial kernel runs."""
-  trial = "from tinygrad import Tensor; assert (Tensor([1.0]) + 1).numpy()[0] == 2.0"
-  try: p = subprocess.run([sys.executable, "-c", trial], env={**os.environ, "DEV": "CL"}, capture_output=True, text=True, timeout=300)
+  """Why tinygrad's CL device cannot run here, or None when a trial kernel runs."""
+  trial = f"{PYOPENCL_FIRST}from tinygrad import Tensor; assert (Tensor([1.0]) + 1).numpy()[0] == 2.0"
+  env = {**os.environ, "DEV": "CL", **opencl_env()}
+  try: p = subprocess.run([sys.executable, "-c", trial], env=env, capture_output=True, text=True, timeout=300)
   except subprocess.TimeoutExpired: return "tinygrad's CL device did not finish a trial kernel in 300 s"
   if p.returncode == 0: return None
   last = (p.stderr.strip().splitlines() or ["no output"])[-1]
@@ -194,6 +208,7 @@ def first_and_steady(system: str, repeat: int) -> dict[str, float]:
   return {"first": first, "steady": statistics.median(times), "kernels": -1}
 
 def worker(system: str, part: str, keys: list[str], repeats: int) -> dict[str, Any]:
+  if system == "tinygrad:CL" and PYOPENCL_FIRST: importlib.import_module("pyopencl")  # see PYOPENCL_FIRST
   if part == "cold": return {"cold": first_and_steady(system, 3)["first"]}
   if part == "dispatch":
     r = first_and_steady(system, 40 * repeats)
@@ -204,7 +219,7 @@ def worker(system: str, part: str, keys: list[str], repeats: int) -> dict[str, A
 
 def measure(system: str, keys: list[str], repeats: int, cache: str) -> dict[str, Any]:
   """Run the worker processes of one system; returns {benchmark: seconds | {"error": ...}}."""
-  env = {**os.environ, "TINYSPEC_CACHE_DIR": cache, "CACHEDB": os.path.join(cache, "tinygrad.db")}
+  env = {**os.environ, "TINYSPEC_CACHE_DIR": cache, "CACHEDB": os.path.join(cache, "tinygrad.db"), **opencl_env()}
   results: dict[str, Any] = {}
   parts = {"cold": ["cold"], "dispatch": ["first", "steady"], "throughput": THROUGHPUT}  # cold first: it must find the cache empty
   for part, part_keys in parts.items():

@@ -11,7 +11,7 @@ import tempfile
 
 import numpy as np
 import pytest
-from tinyspec.conformance.builders import ZERO, after, barrier, f32, i32, load, local, lower, param, special, store
+from tinyspec.conformance.builders import ZERO, after, barrier, f32, i32, load, local, lower, param, seed003_add, special, store
 from tinyspec.dtype import dtypes
 from tinyspec.interpreter.run import Interpreter
 from tinyspec.renderer.cstyle import CStyleRenderer
@@ -35,17 +35,13 @@ class GPU(CStyleRenderer):
   specials = {"gidx": "group.{xyz}", "lidx": "lane({d})"}
   def render_bitcast(self, x, src, dst): return f"as<{self.render_dtype(dst)}>({x})"
 
-def a_plus_b(n: int) -> UOp:
-  i = ZERO if n == 1 else special("lidx0", n)
-  return store(param(0, n, i32), i, load(param(1, n, i32), i) + load(param(2, n, i32), i))
-
-def test_seed_003_a_plus_b():
-  src = C().render("E_", lower(a_plus_b(1)))
+def test_seed_003_seed003_add():
+  src = C().render("E_", lower(seed003_add(1)))
   assert "void E_(int32_t* data0, int32_t* data1, int32_t* data2) {" in src
   a, b = re.search(r"int32_t (v\d+) = data1\[0\];", src), re.search(r"int32_t (v\d+) = data2\[0\];", src)
   add = re.search(rf"int32_t (v\d+) = \(int32_t\)\(\(uint32_t\){a[1]} \+ \(uint32_t\){b[1]}\);", src)  # wraps: added in unsigned
   assert add and f"data0[0] = {add[1]};" in src, src
-  src = GPU().render("E_3", lower(a_plus_b(3)))
+  src = GPU().render("E_3", lower(seed003_add(3)))
   assert "kernel void E_3(global int* data0, global int* data1, global int* data2) {" in src and "long lidx0 = lane(0); /* 3 */" in src
   assert re.search(r"int v\d+ = data1\[lidx0\];", src) and re.search(r"data0\[lidx0\] = v\d+;", src), src
 
@@ -66,7 +62,7 @@ def test_workgroup_kernel_hoists_local_memory_and_renders_barrier():
   assert lines[at - 1].startswith("local0[lidx0] = ") and re.fullmatch(r"float v\d+ = local0\[v\d+\];", lines[at + 3]), src
 
 def test_what_a_dialect_lacks_is_refused_by_name():
-  with pytest.raises(NotImplementedError, match=r"C cannot render SPECIAL 'lidx0' \(it knows none\)"): C().render("k", lower(a_plus_b(3)))
+  with pytest.raises(NotImplementedError, match=r"C cannot render SPECIAL 'lidx0' \(it knows none\)"): C().render("k", lower(seed003_add(3)))
   with pytest.raises(NotImplementedError, match="C has no LOCAL memory"):
     C().render("k", lower(store(param(0, 1, f32), ZERO, load(after(local(4), store(local(4), ZERO, UOp.const(1.0, f32))), ZERO))))
   with pytest.raises(NotImplementedError, match=r"C has no type for dtypes.float16"):
@@ -110,7 +106,7 @@ def test_hooks_for_memory_access():
   class Tagged(C):
     def render_load(self, buf, idx, space, dt): return f"LD_{space.name}({buf}, {idx})"
     def render_store(self, buf, idx, space, val, dt): return f"ST({buf}, {idx}, {val});"
-  src = Tagged().render("k", lower(a_plus_b(1)))
+  src = Tagged().render("k", lower(seed003_add(1)))
   assert "LD_GLOBAL(data1, 0)" in src and re.search(r"ST\(data0, 0, v\d+\);", src), src
 
 # *** semantics: rendered C compiled by the host compiler against the reference interpreter ***

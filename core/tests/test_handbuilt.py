@@ -3,7 +3,7 @@ examples is rebuilt here with seed 001's ops as tinyspec's kernels use them (doc
 verified at the "kernel" stage, linearized, checked in seed 003's listing form and run on the PYTHON device."""
 import numpy as np
 import pytest
-from kernel_builders import ZERO, end, f32, i32, load, lower, param, special, store
+from tinyspec.conformance.builders import ZERO, end, f32, i32, load, lower, param, seed003_add, special, store
 from tinyspec.device import Buffer, Device
 from tinyspec.dtype import AddrSpace
 from tinyspec.engine.expand import expand
@@ -50,11 +50,7 @@ def test_const_stored():
   assert [r[s][0] for s in srcs] == ["INDEX", "CONST"] and r[srcs[1]][3] == "10"
   assert run(lin, np.zeros(1, np.int32))[0].tolist() == [10]
 
-def add_kernel(idx: UOp, n: int, out_dtype=i32) -> UOp:
-  """data0[idx] = data1[idx] + data2[idx], the ALU example of seed 000 and the first listing of seed 003."""
-  out, a, b = param(0, n, out_dtype), param(1, n, i32), param(2, n, i32)
-  val = load(a, idx) + load(b, idx)
-  return UOp.sink(store(out, idx, val.cast(out_dtype)))
+def add_kernel(idx: UOp, n: int, out_dtype=i32) -> UOp: return UOp.sink(seed003_add(n, out_dtype, idx=idx))
 
 def test_two_buffers_added():
   lin = lower(add_kernel(ZERO, 1))

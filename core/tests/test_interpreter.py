@@ -3,7 +3,7 @@ memory with BARRIERs, loops that must run one iteration at a time and loops that
 loads, IF blocks, dtypes and variables."""
 import numpy as np
 import pytest
-from kernel_builders import ZERO, after, barrier, end, f32, i32, load, local, lower, param, special, store
+from tinyspec.conformance.builders import ZERO, after, barrier, end, f32, i32, load, local, lower, param, special, store
 from tinyspec.device import Buffer, Device
 from tinyspec.dtype import AddrSpace, dtypes
 from tinyspec.interpreter.run import Interpreter

@@ -6,8 +6,8 @@ import sys
 
 import numpy as np
 import pytest
-from kernel_builders import after, barrier, end, f32, i32, load, local, lower, param, special, store
 from tinyspec import Tensor, dtypes
+from tinyspec.conformance.builders import after, barrier, end, f32, i32, load, local, lower, param, special, store
 from tinyspec.engine.callify import callify
 from tinyspec.engine.expand import expand
 from tinyspec.engine.isel import isel

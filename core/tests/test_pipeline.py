@@ -176,7 +176,7 @@ def test_accumulator_inside_a_loop_it_does_not_depend_on():
 
 def test_upcast_output_axis_with_a_reduction_shares_one_loop():
   # out[i, j] = sum_k a[i, k] * b[k, j] with j UPCAST: expand copies the reduction per j, and the copies share k's loop
-  from kernel_builders import end, f32, load, param, store
+  from tinyspec.conformance.builders import end, f32, load, param, store
   from tinyspec.engine.expand import expand
   from tinyspec.engine.linearize import linearize
   from tinyspec.interpreter.run import Interpreter

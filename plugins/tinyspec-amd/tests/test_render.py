@@ -5,16 +5,13 @@ import subprocess
 import sys
 
 import pytest
-from tinyspec.conformance.builders import ZERO, after, barrier, end, f32, i32, load, local, lower, param, special, store
+from tinyspec.conformance.builders import ZERO, after, barrier, end, f32, i32, load, local, lower, param, seed003_add, special, store
 from tinyspec.uop import AxisType, Ops, UOp
 from tinyspec_amd.renderer import ARCHS, TENSOR_CORES, AMDRenderer, family
 
 SIG3 = "(ptr addrspace(1) noalias %data0, ptr addrspace(1) noalias %data1, ptr addrspace(1) noalias %data2) #0 {"
 
-def add_kernel(n: int, idx: UOp, out=i32) -> UOp:
-  """Seed 003's kernels: data0 = data1 + data2 on int32, cast to `out`, at index `idx`."""
-  total = load(param(1, n, i32), idx) + load(param(2, n, i32), idx)
-  return lower(store(param(0, n, out), idx, total if out is i32 else total.cast(out)))
+def add_kernel(n: int, idx: UOp, out=i32) -> UOp: return lower(seed003_add(n, out, idx=idx))
 
 def test_add_one_element():
   src = AMDRenderer().render("E_", add_kernel(1, ZERO))

@@ -7,7 +7,7 @@ import struct
 import numpy as np
 import pytest
 from tinyspec import Tensor, dtypes
-from tinyspec.conformance.builders import after, barrier, f32, i32, load, local, lower, param, special, store
+from tinyspec.conformance.builders import f32, i32, load, lower, param, seed003_add, special, store, workgroup_tree_sum
 from tinyspec.device import CompileError, Device
 from tinyspec.uop import Ops, UOp
 from tinyspec_cuda.nvrtc import NVRTCCompiler
@@ -16,22 +16,8 @@ from tinyspec_cuda.runtime import compiler_for
 
 ARCHS = ("sm_75", "sm_80", "sm_89", "sm_90")
 
-def seed003(n: int = 2, out=i32, how: str = "") -> UOp:
-  """Seed 003's kernels by hand: out[i] = a[i] + b[i] over int32 a and b, i = lidx0 (or the constant 0 when n is 1),
-  the sum then cast (how="cast") or bitcast (how="bitcast") to `out`."""
-  i = special("lidx0", n) if n > 1 else UOp.const(0)
-  v = load(param(1, n, i32), i) + load(param(2, n, i32), i)
-  return lower(store(param(0, n, out), i, v.cast(out) if how == "cast" else v.bitcast(out) if how == "bitcast" else v))
-
-def tree_sum(G: int = 3, L: int = 8) -> UOp:
-  """A workgroup reduction: G workgroups of L threads sum their L inputs in shared memory, a barrier between steps."""
-  g, l, lb = special("gidx0", G), special("lidx0", L), local(L)
-  written, s = store(lb, l, load(param(1, G * L, f32), g * L + l)), L // 2
-  while s:
-    now = after(lb, barrier(written))
-    total = load(now, l) + load(now, l + s, UOp.const(0.0, f32), l + s < L)
-    written, s = store(after(lb, barrier(total)), l, total), s // 2
-  return lower(store(param(0, G, f32), g, load(after(lb, barrier(written)), UOp.const(0))))
+def seed003(n: int = 2, out=i32, how: str = "") -> UOp: return lower(seed003_add(n, out, bitcast=how == "bitcast"))
+def tree_sum() -> UOp: return lower(workgroup_tree_sum())
 
 def test_seed003_add_renders_as_cuda():
   src = CUDARenderer().render("E_2", seed003())

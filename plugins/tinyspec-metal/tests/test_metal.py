@@ -6,7 +6,7 @@ import sys
 import numpy as np
 import pytest
 from tinyspec import Tensor, dtypes
-from tinyspec.conformance.builders import after, barrier, f32, i32, load, local, lower, param, special, store
+from tinyspec.conformance.builders import f32, i32, load, lower, param, seed003_add, special, store, workgroup_tree_sum
 from tinyspec.device import CompileError, Device
 from tinyspec.engine.expand import expand
 from tinyspec.engine.isel import isel
@@ -21,22 +21,8 @@ SIGNATURE = ("kernel void E_2(device int* data0 [[buffer(0)]], const device int*
 @pytest.fixture(scope="module")
 def check() -> MetalSyntaxCompiler: return MetalSyntaxCompiler()
 
-def seed003(n: int = 2, out=i32, how: str = "") -> UOp:
-  """Seed 003's kernels by hand: out[i] = a[i] + b[i] over int32 a and b, i = lidx0 (or the constant 0 when n is 1),
-  the sum then cast (how="cast") or bitcast (how="bitcast") to `out`."""
-  i = special("lidx0", n) if n > 1 else UOp.const(0)
-  v = load(param(1, n, i32), i) + load(param(2, n, i32), i)
-  return lower(store(param(0, n, out), i, v.cast(out) if how == "cast" else v.bitcast(out) if how == "bitcast" else v))
-
-def tree_sum(G: int = 3, L: int = 8) -> UOp:
-  """A workgroup reduction: G workgroups of L threads sum their L inputs in threadgroup memory, a barrier between steps."""
-  g, l, lb = special("gidx0", G), special("lidx0", L), local(L)
-  written, s = store(lb, l, load(param(1, G * L, f32), g * L + l)), L // 2
-  while s:
-    now = after(lb, barrier(written))
-    total = load(now, l) + load(now, l + s, UOp.const(0.0, f32), l + s < L)
-    written, s = store(after(lb, barrier(total)), l, total), s // 2
-  return lower(store(param(0, G, f32), g, load(after(lb, barrier(written)), UOp.const(0))))
+def seed003(n: int = 2, out=i32, how: str = "") -> UOp: return lower(seed003_add(n, out, bitcast=how == "bitcast"))
+def tree_sum() -> UOp: return lower(workgroup_tree_sum())
 
 def test_seed003_add_renders_as_metal(check):
   src = MetalRenderer().render("E_2", seed003())

@@ -4,7 +4,7 @@ workgroup-shared memory with barriers. The launch sizes come from the SPECIALs: 
 workgroup."""
 import numpy as np
 
-from tinyspec.conformance.builders import ZERO, after, barrier, f32, i32, load, local, param, special, store
+from tinyspec.conformance.builders import ZERO, after, barrier, f32, i32, load, local, param, special, store, workgroup_tree_sum
 from tinyspec.device import Buffer, Device
 from tinyspec.engine.expand import expand
 from tinyspec.engine.isel import isel
@@ -66,15 +66,6 @@ def test_shared_memory_reverse(dev, caps):
 def test_shared_memory_tree_sum(dev, caps):
   caps.require_shared()
   G, L = 3, 8
-  g, l = special("gidx0", G), special("lidx0", L)
-  lb = local(L)
-  written = store(lb, l, load(param(1, G * L, f32), g * L + l))
-  s = L // 2
-  while s:  # lane i adds lane i+s; a barrier between every read and every write
-    now = after(lb, barrier(written))
-    total = load(now, l) + load(now, l + s, UOp.const(0.0, f32), l + s < L)
-    written = store(after(lb, barrier(total)), l, total)
-    s //= 2
   x = np.random.default_rng(0).standard_normal(G * L).astype(np.float32)
-  got = launch(dev, store(param(0, G, f32), g, load(after(lb, barrier(written)), ZERO)), np.zeros(G, np.float32), x)[0]
+  got = launch(dev, workgroup_tree_sum(G, L), np.zeros(G, np.float32), x)[0]
   np.testing.assert_allclose(got, x.reshape(G, L).sum(1), rtol=1e-5, atol=1e-6)
