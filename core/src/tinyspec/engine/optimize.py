@@ -51,17 +51,17 @@ def axes(kernel: UOp) -> list[UOp]:
 def _renumber(kernel: UOp, order: list[UOp]) -> UOp:
   return kernel.substitute({r: r.replace(arg=(i, r.arg[1])) for i, r in enumerate(order) if r.arg[0] != i})
 
-def _replace_range_lists(kernel: UOp, old: UOp, new: tuple[UOp, ...], expr: UOp) -> UOp:
-  """`old` becomes `expr` where it is a value, and the ranges `new` where it is listed as a range of an END or REDUCE."""
-  def rebuild(u: UOp, memo: dict[UOp, UOp]) -> UOp:
-    src = tuple(memo[s] for s in u.src)
-    if u is old: return expr
-    if u.op in (Ops.END, Ops.REDUCE) and old in u.src[1:]:
-      rngs = tuple(n for s in u.src[1:] for n in (new if s is old else (memo[s],)))
-      return u.replace(src=(src[0], *rngs))
-    return u if src == u.src else u.replace(src=src)
+def _replace_ranges(kernel: UOp, values: dict[UOp, UOp], listed: dict[UOp, tuple[UOp, ...]]) -> UOp:
+  """Each range r of `values` becomes values[r] where it is used as a value, and the ranges listed[r] where an END or REDUCE
+  lists it among its ranges (an END left with none is just its body)."""
   memo: dict[UOp, UOp] = {}
-  for u in kernel.toposort(): memo[u] = rebuild(u, memo)
+  for u in kernel.toposort():
+    if u in values: memo[u] = values[u]; continue
+    src = tuple(memo[s] for s in u.src)
+    if u.op in (Ops.END, Ops.REDUCE) and any(s in listed for s in u.src[1:]):
+      rngs = tuple(n for s in u.src[1:] for n in listed.get(s, (memo[s],)))
+      memo[u] = u.replace(src=(src[0], *rngs)) if rngs or u.op is Ops.REDUCE else src[0]
+    else: memo[u] = u if src == u.src else u.replace(src=src)
   return memo[kernel]
 
 def split(kernel: UOp, axis: int, factor: int, target: AxisType, top: bool = False) -> UOp:
@@ -82,7 +82,7 @@ def split(kernel: UOp, axis: int, factor: int, target: AxisType, top: bool = Fal
   inner = UOp.range(inner_n, len(rngs) + 1, inner_t) if inner_n > 1 else UOp.const(0)
   expr = outer * inner_n + inner
   new = tuple(x for x in (inner, outer) if x.op is Ops.RANGE)  # END/REDUCE list ranges innermost first
-  out = graph_rewrite(_replace_range_lists(kernel, r, new, expr), sym)
+  out = graph_rewrite(_replace_ranges(kernel, {r: expr}, {r: new}), sym)
   order = rngs[:axis] + [x for x in (outer, inner) if x.op is Ops.RANGE] + rngs[axis + 1:]
   return _renumber(out, order)
 
@@ -212,16 +212,7 @@ def gpu_dims(kernel: UOp, renderer: Renderer) -> UOp:
   loc = _dims([r for r in rngs if r.arg[1] in (AxisType.LOCAL, AxisType.GROUP_REDUCE)], renderer.local_max, "workgroup")
   sub = {**_specials(glob, "gidx"), **_specials(loc, "lidx")}
   for g in (r for r in rngs if r.arg[1] is AxisType.GROUP_REDUCE): kernel = _group_reduce(kernel, g, sub[g])
-  def rebuild(u: UOp, memo: dict[UOp, UOp]) -> UOp:
-    if u in sub: return sub[u]
-    src = tuple(memo[s] for s in u.src)
-    if u.op is Ops.END and any(s in sub for s in u.src[1:]):
-      left = tuple(memo[s] for s in u.src[1:] if s not in sub)
-      return u.replace(src=(src[0], *left)) if left else src[0]
-    return u if src == u.src else u.replace(src=src)
-  memo: dict[UOp, UOp] = {}
-  for u in kernel.toposort(): memo[u] = rebuild(u, memo)
-  return graph_rewrite(memo[kernel], sym)
+  return graph_rewrite(_replace_ranges(kernel, sub, {r: () for r in sub}), sym)
 
 def optimize(kernel: UOp, renderer: Renderer) -> UOp:
   """The kernel with the opts `hand_coded` picks for `renderer` applied; on a GPU, output axes start GLOBAL and the
