@@ -3,7 +3,7 @@ memory with BARRIERs, loops that must run one iteration at a time and loops that
 loads, IF blocks, dtypes and variables."""
 import numpy as np
 import pytest
-from tinyspec.conformance.builders import ZERO, after, barrier, end, f32, i32, load, local, lower, param, special, store
+from tinyspec.conformance.builders import ZERO, after, barrier, end, f32, i32, load, local, lower, param, special, store, workgroup_tree_sum
 from tinyspec.device import Buffer, Device
 from tinyspec.dtype import AddrSpace, dtypes
 from tinyspec.interpreter.run import Interpreter
@@ -66,16 +66,7 @@ def test_local_reverse_in_workgroup():
 
 def test_local_tree_sum_of_workgroup():
   # halving steps: lane i adds lane i+s (a gated load, 0 past the end); a BARRIER between every read and every write
-  g, l = special("gidx0", G), special("lidx0", L)
-  lb = local(L)
-  written = store(lb, l, load(param(1, G * L, f32), g * L + l))
-  s = L // 2
-  while s:
-    now = after(lb, barrier(written))
-    total = load(now, l) + load(now, l + s, UOp.const(0.0, f32), l + s < L)
-    written = store(after(lb, barrier(total)), l, total)
-    s //= 2
-  lin = lower(store(param(0, G, f32), g, load(after(lb, barrier(written)), ZERO)))  # every lane writes the same sum
+  lin = lower(workgroup_tree_sum(G, L))  # every lane writes the same sum
   x = rng.standard_normal(G * L).astype(np.float32)
   np.testing.assert_allclose(run(lin, np.zeros(G, np.float32), x)[0], x.reshape(G, L).sum(1), rtol=1e-5)
 

@@ -9,6 +9,7 @@ import sys
 import numpy as np
 import pytest
 from tinyspec import Device, Tensor, dtypes
+from tinyspec.conformance import require_device
 from tinyspec.device import Buffer, CompileError
 from tinyspec.dtype import INTS, SINTS, DType
 from tinyspec.engine.linearize import linearize
@@ -21,10 +22,7 @@ DEV = "CC"
 @pytest.fixture(autouse=True, scope="module")
 def cc_available():
   """Skip (naming the reason) where the device is unavailable, e.g. no C compiler; a missing or broken plugin still fails."""
-  row = next((r for r in Device.listing() if r.name == DEV), None)
-  assert row is not None, "the CC device is not registered: install the template first (pip install ./examples/plugin-template)"
-  if row.status == "unavailable": pytest.skip(f"CC is unavailable here: {row.detail}")
-  assert row.status == "available", f"CC is {row.status}: {row.detail}"
+  require_device(DEV, "install the template first (pip install ./examples/plugin-template)")
 
 FLOATS = [dtypes.float16, dtypes.float32, dtypes.float64]  # bfloat16 has no C type: CC does not claim it
 ALL = [dtypes.bool, *INTS, *FLOATS]

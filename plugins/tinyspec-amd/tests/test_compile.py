@@ -5,7 +5,7 @@ import struct
 import numpy as np
 import pytest
 from tinyspec import Tensor, dtypes
-from tinyspec.conformance.builders import after, barrier, end, f32, load, local, lower, param, special, store
+from tinyspec.conformance.builders import end, load, lower, param, store, workgroup_tree_sum
 from tinyspec.device import CompileError
 from tinyspec.uop import Ops, UOp
 from tinyspec_amd.compiler import CODE_OBJECT_VERSION, AMDCompiler, unpack
@@ -16,18 +16,7 @@ EF_AMDGPU_MACH = {"gfx1100": 0x041, "gfx942": 0x04C, "gfx1201": 0x04E}  # e_flag
 @pytest.fixture(scope="module")
 def compiler(): return AMDCompiler(ARCHS)
 
-def tree_sum(G: int = 3, L: int = 8) -> UOp:
-  """Per workgroup, the sum of its L lanes' values: LDS, a barrier between every read and write (the conformance kernel)."""
-  g, lane = special("gidx0", G), special("lidx0", L)
-  lb = local(L)
-  written = store(lb, lane, load(param(1, G * L, f32), g * L + lane))
-  s = L // 2
-  while s:
-    now = after(lb, barrier(written))
-    total = load(now, lane) + load(now, lane + s, UOp.const(0.0, f32), lane + s < L)
-    written = store(after(lb, barrier(total)), lane, total)
-    s //= 2
-  return lower(store(param(0, G, f32), g, load(after(lb, barrier(written)), UOp.const(0))))
+def tree_sum() -> UOp: return lower(workgroup_tree_sum())  # the conformance suite's LDS-and-barrier kernel
 
 def test_workgroup_kernel_builds_for_every_arch(compiler):
   info, objs = unpack(compiler.compile(AMDRenderer().render("tree_sum", tree_sum())))

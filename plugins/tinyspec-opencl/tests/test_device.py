@@ -8,6 +8,7 @@ import sys
 import numpy as np
 import pytest
 from tinyspec import Device, Tensor, dtypes
+from tinyspec.conformance import require_device
 from tinyspec.conformance.builders import i32, load, param, special, store
 from tinyspec.device import Buffer, CompileError
 from tinyspec.engine.linearize import linearize
@@ -18,10 +19,7 @@ DEV = "OPENCL"
 @pytest.fixture(autouse=True, scope="module")
 def opencl_available():
   """Skip (naming the reason) where no OpenCL device is found; a missing or broken plugin still fails."""
-  row = next((r for r in Device.listing() if r.name == DEV), None)
-  assert row is not None, "the OPENCL device is not registered: pip install -e plugins/tinyspec-opencl"
-  if row.status == "unavailable": pytest.skip(f"OPENCL is unavailable here: {row.detail}")
-  assert row.status == "available", f"OPENCL is {row.status}: {row.detail}"
+  require_device(DEV, "pip install -e plugins/tinyspec-opencl")
 
 def launch(linear: UOp, *arrays: np.ndarray, global_size=None, local_size=None) -> list[np.ndarray]:
   """Render, compile and load `linear` on OPENCL, run it on copies of `arrays` (buffer slots in order), return them all."""

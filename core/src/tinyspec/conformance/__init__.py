@@ -25,8 +25,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from tinyspec.device import Device
 from tinyspec.dtype import FLOATS, INTS, DType, dtypes
 from tinyspec.uop.ops import Ops
+
+
+def require_device(name: str, install: str) -> None:
+  """For a plugin's own tests: skip, naming the reason, where device `name` is unavailable here (no driver, no compiler);
+  fail where it is not registered (`install` says how to get it) or its plugin is broken."""
+  import pytest
+  row = next((r for r in Device.listing() if r.name == name), None)
+  assert row is not None, f"the {name} device is not registered: {install}"
+  if row.status == "unavailable": pytest.skip(f"{name} is unavailable here: {row.detail}")
+  assert row.status == "available", f"{name} is {row.status}: {row.detail}"
 
 TENSOR_DTYPES: tuple[DType, ...] = (dtypes.bool, *INTS, *FLOATS)
 """Every dtype a Tensor can have, in promotion order: the ones the suite checks where the device claims them."""
