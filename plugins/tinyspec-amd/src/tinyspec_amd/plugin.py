@@ -32,14 +32,11 @@ def _info() -> str:
   return f"HIP {find_hip()}, {h.device_count()} GPU(s), device 0 is {h.arch(0)}; LLVM {llvm_version()}"
 
 def _open_check(name: str):
-  from tinyspec.dtype import dtypes
   from tinyspec.interpreter.checked import CheckedRuntime
 
   from tinyspec_amd.compiler import AMDCompiler
   from tinyspec_amd.renderer import AMDRenderer
-  renderer = AMDRenderer(ARCHS[0])
-  renderer.dtypes = renderer.dtypes - {dtypes.bfloat16}  # the interpreter that runs the kernels has no bfloat16 arithmetic
-  return CheckedRuntime(name, renderer, AMDCompiler(ARCHS), comment=";")
+  return CheckedRuntime(name, AMDRenderer(ARCHS[0]), AMDCompiler(ARCHS), comment=";")
 
 def _info_check() -> str:
   from tinyspec_amd.compiler import llvm_version

@@ -45,8 +45,7 @@ TC_SM80 = (
 
 class CUDARenderer(CStyleRenderer):
   """CUDA C for NVRTC, for one GPU architecture (`arch`, e.g. "sm_90"), which picks the tensor-core table: sm_75 has only
-  the f16 m16n8k8 shape, sm_80 and later add bf16, tf32 and int8. bfloat16 arithmetic needs sm_80; `bfloat16=False`
-  drops it (CUDA_CHECK does: the interpreter that runs its kernels has no bfloat16)."""
+  the f16 m16n8k8 shape, sm_80 and later add bf16, tf32 and int8. bfloat16 arithmetic needs sm_80."""
   device = "CUDA"
   native = frozenset({Ops.SUB, Ops.DIV, Ops.CMPGT, Ops.CMPGE, Ops.CMPLE, Ops.CMPEQ, Ops.SQRT, Ops.EXP2, Ops.LOG2, Ops.SIN})
   has_local, has_shared = True, True
@@ -63,11 +62,11 @@ class CUDARenderer(CStyleRenderer):
   vectors = False  # CUDA's float4 and kin have no arithmetic operators
   dtypes = frozenset(CUDA_TYPES) - {dtypes.index}  # (after the lines above: this name hides the dtypes module in the class body)
 
-  def __init__(self, arch: str = "sm_80", bfloat16: bool = True):
+  def __init__(self, arch: str = "sm_80"):
     self.arch = arch
     sm = int(arch.removeprefix("sm_"))
     self.tensor_cores = TC_SM80 if sm >= 80 else TC_SM75
-    if not bfloat16 or sm < 80: self.dtypes = type(self).dtypes - {dtypes.bfloat16}
+    if sm < 80: self.dtypes = type(self).dtypes - {dtypes.bfloat16}
 
   def render_alu(self, op: Ops, dt: DType, src_dt: DType, s: list[str]) -> str:
     # half and bfloat16 compute in float: exact for the operands, and one rounding back is the correctly rounded result

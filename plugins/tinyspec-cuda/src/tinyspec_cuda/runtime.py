@@ -119,5 +119,6 @@ class CUDARuntime(Runtime):
 
 def check_runtime(name: str, archs: tuple[str, ...]) -> CheckedRuntime:
   """CUDA_CHECK: every kernel rendered for CUDA and compiled by NVRTC for each of `archs` (a compile error fails), then run
-  by the numpy interpreter. The renderer is the newest arch's, without bfloat16, which the interpreter cannot compute."""
-  return CheckedRuntime(name, CUDARenderer(archs[-1], bfloat16=False), NVRTCCompiler(archs))
+  by the numpy interpreter. The renderer is the newest arch's (CheckedRuntime leaves out bfloat16, which the interpreter
+  cannot compute)."""
+  return CheckedRuntime(name, CUDARenderer(archs[-1]), NVRTCCompiler(archs))

@@ -1,0 +1,43 @@
+"""Checked devices (tinyspec.interpreter.checked): the device's renderer and compiler see every kernel, the interpreter
+runs it, and the dtypes the interpreter cannot compute in are not claimed."""
+import numpy as np
+import pytest
+from tinyspec.conformance.builders import lower, seed003_add
+from tinyspec.device import CompileError, Compiler
+from tinyspec.dtype import dtypes
+from tinyspec.interpreter.checked import CheckedRuntime
+from tinyspec.renderer import Renderer
+
+
+class Listing(Renderer):
+  """A stand-in device renderer: its 'source' names the kernel; it claims every dtype, bfloat16 included."""
+  device = "LISTING"
+  def __init__(self): self.suffix = "ok"  # instance settings must reach the checked copy too
+  def render(self, name, linear): return f"kernel {name} {len(linear.src)} {self.suffix}"
+
+class Strict(Compiler):
+  """Refuses sources without "ok", remembering what it was given."""
+  name, version = "strict", "1"
+  def __init__(self): self.seen = []
+  def compile(self, src):
+    self.seen.append(src)
+    if " ok" not in src.splitlines()[0]: raise CompileError(self.name, "not ok", src)
+    return b"binary"
+
+def test_checked_device_compiles_for_real_and_runs_on_the_interpreter():
+  assert dtypes.bfloat16 in Listing().dtypes
+  rt = CheckedRuntime("LISTING_CHECK", Listing(), inner := Strict())
+  assert dtypes.bfloat16 not in rt.renderer.dtypes and dtypes.float16 in rt.renderer.dtypes  # the interpreter has no bfloat16
+  linear = lower(seed003_add(1))
+  src = rt.renderer.render("E_1", linear)
+  assert src.startswith(f"kernel E_1 {len(linear.src)} ok\n// tinyspec-program: ")
+  prog = rt.program("E_1", rt.compiler.compile(src))
+  assert inner.seen == [src]
+  out, a, b = (np.array([v], np.int32) for v in (0, 2, 40))
+  prog(out, a, b)
+  assert out.tolist() == [42]
+
+def test_checked_device_fails_where_its_compiler_does():
+  rt = CheckedRuntime("LISTING_CHECK", Listing(), Strict())
+  rt.renderer.suffix = "bad"
+  with pytest.raises(CompileError, match="not ok"): rt.compiler.compile(rt.renderer.render("E_1", lower(seed003_add(1))))
