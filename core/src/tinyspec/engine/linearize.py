@@ -26,10 +26,7 @@ _ZERO = UOp.const(0)
 def _side_effect(u: UOp) -> bool:
   """A write to memory others see (a register write is private: redoing it in an outer loop's every iteration is harmless)."""
   if u.op in (Ops.BARRIER, Ops.ATOMICADD): return True
-  if u.op is not Ops.STORE: return False
-  buf = u.src[0]
-  while buf.op in (Ops.INDEX, Ops.AFTER): buf = buf.src[0]
-  return not (buf.op is Ops.BUFFER and buf.arg[3] is AddrSpace.REG)
+  return u.op is Ops.STORE and u.src[0].src[0].addrspace is not AddrSpace.REG  # STORE(INDEX(buffer, or AFTER of one), ...)
 
 
 def scopes(root: UOp) -> dict[UOp, frozenset[UOp]]:

@@ -198,11 +198,7 @@ def _group_reduce(kernel: UOp, g: UOp, lane: UOp) -> UOp:
   out = kernel.substitute({reds[0]: rebuild(reds[0])})
   first = lane.eq(0)
   return out.substitute({u: u.replace(src=(*u.src[:2], first)) for u in out.toposort()
-                         if u.op is Ops.STORE and len(u.src) == 2 and _base(u.src[0]).arg[-1] is not AddrSpace.LOCAL})
-
-def _base(idx: UOp) -> UOp:
-  while idx.op in (Ops.INDEX, Ops.AFTER): idx = idx.src[0]
-  return idx
+                         if u.op is Ops.STORE and len(u.src) == 2 and u.src[0].src[0].addrspace is not AddrSpace.LOCAL})
 
 def gpu_dims(kernel: UOp, renderer: Renderer) -> UOp:
   """GLOBAL ranges become SPECIAL gidx (workgroup ids), LOCAL and GROUP_REDUCE ranges SPECIAL lidx (lanes of a workgroup),
