@@ -2,6 +2,8 @@
 Runtime and Program, exercised through a fake device registered like any plugin."""
 import gc
 import re
+import tempfile
+import traceback
 import warnings
 from pathlib import Path
 
@@ -204,12 +206,23 @@ def test_default_cache_dir(monkeypatch, tmp_path):
   monkeypatch.setenv("HOME", str(tmp_path))
   assert compiler_mod.cache_dir() == tmp_path / ".cache" / "tinyspec" / "compile"
 
-def test_compile_error_names_compiler_with_log_and_numbered_source(cache):
+def test_compile_error_leads_with_compiler_kernel_and_log_and_names_the_source_file(cache, monkeypatch, tmp_path):
+  monkeypatch.delenv("DEBUG", raising=False)
+  monkeypatch.setenv("TMPDIR", str(tmp_path))
+  monkeypatch.setattr(tempfile, "tempdir", None)  # gettempdir() reads TMPDIR again
   c = FakeCompiler()
-  with pytest.raises(CompileError) as e: c.compile_cached("int x = 1;\nsyntax error\n")
-  assert (e.value.compiler, e.value.log) == ("fakecc", "kernel.c:2: error: expected ';'")
-  assert str(e.value).startswith("fakecc failed to compile:\nkernel.c:2: error: expected ';'") and "   2  syntax error" in str(e.value)
+  with pytest.raises(CompileError) as e: c.compile_cached("int x = 1;\nsyntax error\n", "E_4")
+  assert (e.value.compiler, e.value.kernel, e.value.log) == ("fakecc", "E_4", "kernel.c:2: error: expected ';'")
+  msg = str(e.value)
+  assert msg.startswith("fakecc failed to compile kernel E_4:\nkernel.c:2: error: expected ';'\n") and "syntax error" not in msg
+  assert e.value.src_path is not None and e.value.src_path.is_relative_to(tmp_path) and str(e.value.src_path) in msg
+  assert e.value.src_path.read_text() == "int x = 1;\nsyntax error\n" and e.value.src_path.name.startswith("E_4-")
   assert c.compiles == 0 and not cache.exists()
+
+def test_compile_error_shows_the_numbered_source_at_debug_4(cache, monkeypatch):
+  monkeypatch.setenv("DEBUG", "4")
+  with pytest.raises(CompileError) as e: FakeCompiler().compile_cached("int x = 1;\nsyntax error\n", "E_4")
+  assert str(e.value).endswith("--- source ---\n   1  int x = 1;\n   2  syntax error")
 
 def test_compile_must_return_bytes(cache):
   class Sloppy(FakeCompiler):
@@ -236,6 +249,15 @@ def test_lru_flushes_cache_and_retries_once_on_memory_error():
   assert (a.live, a.frees, a.allocs) == (60, 2, 4)
   with pytest.raises(MemoryError, match="out of fake memory"): a.alloc(60)
   assert a.allocs == 6
+
+def test_a_refused_allocation_names_device_bytes_and_limit_once(fake_device):
+  fake_device.allocator.cap = 1000
+  with pytest.raises(MemoryError) as e: Buffer("FAKE", 300, dtypes.float32).allocate()
+  assert str(e.value) == "FAKE cannot allocate 1200 bytes (1.2 KiB) for <Buffer FAKE 300 x float32>: out of fake memory (0 of 1000 used)"
+  assert "During handling" not in "".join(traceback.format_exception(e.value))  # the allocator's retry is not chained in
+  fake_device.allocator.cap = None
+  with pytest.raises(MemoryError, match=r"^FAKE cannot allocate 4611686018427387904 bytes \(4194304\.0 TiB\) .*: the host has [\d.]+ [GMT]iB"):
+    Buffer("FAKE", 2**60, dtypes.float32).allocate()  # past numpy's largest array: numpy's ValueError becomes a MemoryError
 
 def test_host_allocator_is_aligned_and_zero_copy():
   a = HostAllocator()
@@ -354,3 +376,10 @@ def test_unallocated_and_unsupported_uses():
   opaque = Buffer("OPAQUE", 4, dtypes.float32).copyin(np.ones(4, np.float32))
   with pytest.raises(NotImplementedError, match="device OPAQUE's memory is not host-addressable"): opaque.as_numpy()
   with pytest.raises(NotImplementedError, match="device OPAQUE cannot make views"): opaque.view(2, dtypes.float32).numpy()
+
+def test_a_kernel_in_a_dtype_the_device_lacks_is_refused_naming_device_and_dtype(fake_device, monkeypatch):
+  from tinyspec import Tensor
+  monkeypatch.setattr(fake_device.renderer, "dtypes", frozenset({dtypes.float32, dtypes.int32}))
+  x = Tensor(np.array([1.5, 2.5]), dtype=dtypes.float64, device="FAKE")  # storing a float64 needs no kernel
+  with pytest.raises(DeviceError, match=r"^FAKE does not support float64 \(its dtypes: float32, int32\)$"): (x * 3).realize()
+  with pytest.raises(DeviceError, match=r"^FAKE does not support bfloat16 and float64 "): x.cast(dtypes.bfloat16).realize()

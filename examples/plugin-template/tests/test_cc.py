@@ -228,7 +228,8 @@ def test_hand_built_kernel_with_a_variable():
   rt.program("times3", rt.compiler.compile_cached(src))(buf.handle, vals=(5,))
   np.testing.assert_array_equal(buf.numpy(), [0, 3, 6, 9, 12] + [-1] * 11)
 
-def test_compile_error_shows_log_and_source():
+def test_compile_error_shows_log_and_source(monkeypatch):
+  monkeypatch.setenv("DEBUG", "4")  # the numbered source is in the message only at DEBUG>=4
   with pytest.raises(CompileError, match=r"(?s)error.*1  int broken\("):
     Device[DEV].compiler.compile("int broken( {")
 

@@ -102,7 +102,8 @@ def test_round_bf16_matches_float32_bit_rounding():
   for x in [1.0, 1.00390625, 1.01171875, -3.140625, 1e-40, 3.3e38, *xs.tolist()]: assert round_bf16(x) == ref(x), x
   assert round_bf16(3.4e38) == float("inf") and round_bf16(-0.0) == 0.0
 
-def test_compile_error_carries_nvrtc_log_and_source():
+def test_compile_error_carries_nvrtc_log_and_source(monkeypatch):
+  monkeypatch.setenv("DEBUG", "4")  # the numbered source is in the message only at DEBUG>=4
   src = CUDARenderer().render("E_2", seed003()).replace("data2[lidx0]", "nope[lidx0]")
   with pytest.raises(CompileError) as e: NVRTCCompiler(("sm_80", "sm_90")).compile(src)
   msg = str(e.value)

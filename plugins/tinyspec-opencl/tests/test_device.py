@@ -4,13 +4,16 @@ conformance suite (`pytest --pyargs tinyspec.conformance --tinyspec-device=OPENC
 import os
 import subprocess
 import sys
+import traceback
+from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from tinyspec import Device, Tensor, dtypes
 from tinyspec.conformance import require_device
 from tinyspec.conformance.builders import i32, load, param, special, store
-from tinyspec.device import Buffer, CompileError
+from tinyspec.device import Buffer, CompileError, DeviceError
 from tinyspec.engine.linearize import linearize
 from tinyspec.uop import Ops, UOp
 
@@ -29,24 +32,89 @@ def launch(linear: UOp, *arrays: np.ndarray, global_size=None, local_size=None) 
   prog(*(b.handle for b in bufs), global_size=global_size, local_size=local_size, wait=True)
   return [b.numpy() for b in bufs]
 
+def devices_line(**env: str) -> str:
+  """The OPENCL row of `tinyspec devices` run with `env` added to the environment."""
+  out = subprocess.run([sys.executable, "-m", "tinyspec", "devices"], capture_output=True, text=True, env={**os.environ, **env}, check=True).stdout
+  return next(x for x in out.splitlines() if x.startswith("OPENCL "))
+
+def all_pocl() -> bool:
+  import pyopencl as cl
+  return all("PoCL" in p.version for p in cl.get_platforms())
+
 def test_listed_with_its_platform():
   import pyopencl as cl
-  out = subprocess.run([sys.executable, "-m", "tinyspec", "devices"], capture_output=True, text=True, check=True).stdout
-  line = next(x for x in out.splitlines() if x.startswith("OPENCL "))
+  line = devices_line()
   assert "available" in line and cl.get_platforms()[0].name in line and "work-group" in line, line
 
+# the probe's three outcomes: no platform, platforms whose compiler fails, a device that builds (the test above)
+
 def test_probe_says_when_there_is_no_platform():
-  env = {**os.environ, "OCL_ICD_VENDORS": os.devnull}  # the ICD loader then finds no platform
-  out = subprocess.run([sys.executable, "-m", "tinyspec", "devices"], capture_output=True, text=True, env=env, check=True).stdout
-  line = next(x for x in out.splitlines() if x.startswith("OPENCL "))
+  line = devices_line(OCL_ICD_VENDORS=os.devnull)  # the ICD loader then finds no platform
   assert "unavailable: no OpenCL platform" in line and "pocl-binary-distribution" in line, line
 
-def test_compile_error_carries_the_build_log_and_source():
-  with pytest.raises(CompileError) as e:
-    Device[DEV].compiler.compile("__kernel void broken(__global int* a) { a[0] = undeclared; }")
+def test_probe_builds_a_kernel_before_calling_a_device_available():
+  """A flag every PoCL refuses makes each device fail its probe build: OPENCL is unavailable with the compiler's first line,
+  and asking for it raises that reason, not a CompileError from the first kernel."""
+  if not all_pocl(): pytest.skip("POCL_EXTRA_BUILD_FLAGS breaks only PoCL's builds, and another platform is installed")
+  line = devices_line(POCL_EXTRA_BUILD_FLAGS="-fno-such-flag")
+  assert "unavailable: no OpenCL device here can build a kernel (OPENCL:0 " in line and "Invalid build option: -fno-such-flag" in line, line
+  assert "Fix: a build option was refused" in line, line
+  run = subprocess.run([sys.executable, "-c", "from tinyspec import Tensor; (Tensor([1.0]) + 1).numpy()"], capture_output=True, text=True,
+                       env={**os.environ, "POCL_EXTRA_BUILD_FLAGS": "-fno-such-flag", "DEVICE": "OPENCL"})
+  last = run.stderr.strip().splitlines()[-1]
+  assert run.returncode == 1 and last.startswith("tinyspec.device.registry.DeviceError: device OPENCL (tinyspec-opencl"), run.stderr
+  assert "not available here: no OpenCL device here can build a kernel" in last and "CompileError" not in run.stderr, run.stderr
+
+def test_pypi_pocl_alone_works_or_says_what_to_install():
+  """PyPI's PoCL (LLVM 14) builds on CPUs its LLVM knows (Zen 4) and fails on newer ones (Zen 5): then the row says so and
+  names the distribution's package."""
+  import pyopencl
+  vendors = Path(pyopencl.__file__).parent / ".libs"
+  if not (vendors / "pocl.icd").exists(): pytest.skip("PyPI's PoCL is not installed beside pyopencl (pip install pocl-binary-distribution)")
+  line = devices_line(OCL_ICD_VENDORS=str(vendors))
+  if "unavailable" in line:
+    assert "unknown target CPU" in line and "apt-get install pocl-opencl-icd" in line, line
+  else: assert "PoCL 3.0" in line and "work-group" in line, line
+
+def test_opencl_is_the_first_device_that_builds(monkeypatch):
+  """With a broken device listed first (as PyPI's PoCL can be, beside a working platform), OPENCL opens the next one, while
+  OPENCL:0 still names the broken one and says why it cannot be used."""
+  from tinyspec_opencl import runtime
+  real = runtime.devices()[0]
+  broken = SimpleNamespace(name="pthread-AMD EPYC", platform=SimpleNamespace(version="OpenCL 3.0 PoCL 3.0-rc2  Linux"))
+  monkeypatch.setattr(runtime, "devices", lambda: (broken, real))
+  monkeypatch.setattr(runtime, "build_failure", lambda d: "error: unknown target CPU 'generic'" if d is broken else None)
+  assert runtime.first_usable() == 1 and runtime.OpenCLRuntime("OPENCL").device is real
+  with pytest.raises(RuntimeError, match=r"^OPENCL:0 pthread-AMD EPYC \(OpenCL 3.0 PoCL 3.0-rc2\) cannot build kernels: error: unknown target"):
+    runtime.OpenCLRuntime("OPENCL:0")
+
+def test_a_device_that_cannot_build_is_refused_with_the_fix(monkeypatch):
+  from tinyspec_opencl import runtime
+  monkeypatch.setattr(runtime, "build_failure", lambda d: "error: unknown target CPU 'generic'")
+  with pytest.raises(RuntimeError, match=r"no OpenCL device here can build a kernel \(OPENCL:0 .*: error: unknown target CPU 'generic'\)\. "
+                                         r"Fix: this PoCL's LLVM does not know this CPU: .*apt-get install pocl-opencl-icd"):
+    runtime.first_usable()
+  with pytest.raises(RuntimeError, match=r"^OPENCL:0 .* cannot build kernels: error: unknown target CPU 'generic'\. Fix: this PoCL's"):
+    runtime.OpenCLRuntime("OPENCL:0")
+
+def test_compile_error_leads_with_the_kernel_and_the_build_log(monkeypatch):
+  monkeypatch.delenv("DEBUG", raising=False)
+  src = "__kernel void broken(__global int* a) { a[0] = undeclared; }"
+  with pytest.raises(CompileError) as e: Device[DEV].compiler.compile_cached(src, "E_broken")
   msg = str(e.value)
-  assert msg.startswith("opencl failed to compile:") and "undeclared" in e.value.log and "error" in e.value.log
-  assert "   1  __kernel void broken(" in msg
+  assert msg.startswith("opencl failed to compile kernel E_broken:\n") and "undeclared" in e.value.log and "error" in e.value.log
+  assert "a[0] = undeclared" not in msg and f"its source is in {e.value.src_path}" in msg and e.value.src_path.read_text() == src
+  monkeypatch.setenv("DEBUG", "4")
+  assert "   1  __kernel void broken(" in str(e.value)
+
+def test_unsupported_dtype_and_refused_allocation_name_the_device():
+  with pytest.raises(DeviceError, match=r"^OPENCL does not support bfloat16 \(its dtypes: "):
+    Tensor([1.0, 2.0], device=DEV).cast(dtypes.bfloat16).realize()
+  limit = Device[DEV].device.max_mem_alloc_size
+  with pytest.raises(MemoryError, match=rf"^OPENCL cannot allocate {limit + 4} bytes .*: the device's largest allocation is {limit} bytes "
+                                        r"\(.*, CL_DEVICE_MAX_MEM_ALLOC_SIZE\)$") as e:
+    Buffer(DEV, limit // 4 + 1, dtypes.float32).allocate()
+  assert "During handling" not in "".join(traceback.format_exception(e.value))
 
 def test_a_plus_b_on_lanes():
   n = 5

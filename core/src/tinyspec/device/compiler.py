@@ -27,12 +27,41 @@ _MAGIC = b"TSCACHE\x01"
 _warned: set[Path] = set()
 
 class CompileError(RuntimeError):
-  """A compiler refused a kernel. The message names the compiler and carries its log and the numbered source, so the line
-  a log points at ("kernel.c:12: error ...") can be read off directly."""
-  def __init__(self, compiler: str, log: str, src: str = ""):
-    self.compiler, self.log, self.src = compiler, log, src
-    listing = "\n".join(f"{i:4d}  {line}" for i, line in enumerate(src.splitlines(), 1))
-    super().__init__(f"{compiler} failed to compile:\n{log.rstrip()}" + (f"\n--- source ---\n{listing}" if src else ""))
+  """A compiler refused a kernel. The message leads with the compiler, the kernel's name (once the pipeline knows it) and
+  the compiler's log; the numbered source follows only at `DEBUG>=4`, and is otherwise written to a file the message names,
+  so a log's line numbers ("kernel.c:12: error ...") can be read off it without a page of source in every traceback."""
+  def __init__(self, compiler: str, log: str, src: str = "", kernel: str = ""):
+    super().__init__(compiler, log)
+    self.compiler, self.log, self.src, self.kernel = compiler, log, src, kernel
+    self.src_path: Path | None = None
+    """Where the source was saved for reading (set by `save_source`), or None."""
+
+  def save_source(self) -> None:
+    """Write the source beside the other failed kernels' (`failed_sources_dir()`), once; the message then names the file."""
+    if not self.src or self.src_path is not None: return
+    try:
+      d = failed_sources_dir()
+      d.mkdir(mode=0o700, parents=True, exist_ok=True)
+      path = d / f"{self.kernel or 'kernel'}-{hashlib.sha256(self.src.encode()).hexdigest()[:12]}.txt"
+      path.write_text(self.src)
+      self.src_path = path
+    except OSError: pass  # the message then points at DEBUG=4 instead
+
+  def __str__(self) -> str:
+    head = f"{self.compiler} failed to compile" + (f" kernel {self.kernel}" if self.kernel else "") + f":\n{self.log.rstrip()}"
+    if not self.src: return head
+    if debug_level() >= 4:
+      return head + "\n--- source ---\n" + "\n".join(f"{i:4d}  {line}" for i, line in enumerate(self.src.splitlines(), 1))
+    where = f"its source is in {self.src_path}; " if self.src_path else ""
+    return head + f"\n({where}DEBUG=4 prints the numbered source here)"
+
+def debug_level() -> int:
+  """$DEBUG as an int (0 when unset): 1 kernel names and times, 2 buffers, 3 UOp listings, 4 sources, 5 every stage."""
+  return int(os.environ.get("DEBUG", "0") or 0)
+
+def failed_sources_dir() -> Path:
+  """Where the sources of kernels that failed to compile are saved: $TMPDIR/tinyspec-$USER-uid/failed."""
+  return Path(tempfile.gettempdir()) / f"tinyspec-{os.getuid() if hasattr(os, 'getuid') else 'user'}" / "failed"
 
 def cache_dir() -> Path | None:
   """The compile cache's directory as the environment says now, or None when `TINYSPEC_COMPILE_CACHE=0` disables it."""
@@ -72,18 +101,23 @@ class Compiler:
       h.update(len(b).to_bytes(8, "little") + b)  # length-prefixed, so no two different triples hash the same bytes
     return h.hexdigest()
 
-  def compile_cached(self, src: str) -> bytes:
-    """`compile(src)`, from the on-disk cache when an intact entry is there, else compiled now and stored."""
-    if (d := cache_dir()) is None: return self._compile(src)
+  def compile_cached(self, src: str, kernel: str = "") -> bytes:
+    """`compile(src)`, from the on-disk cache when an intact entry is there, else compiled now and stored. `kernel` names
+    the kernel in a `CompileError`."""
+    if (d := cache_dir()) is None: return self._compile(src, kernel)
     key = self.cache_key(src)
     if (lib := _read(d / key, key)) is not None:
       self.cache_hits += 1
       return lib
-    _write(d, key, lib := self._compile(src))
+    _write(d, key, lib := self._compile(src, kernel))
     return lib
 
-  def _compile(self, src: str) -> bytes:
-    lib = self.compile(src)
+  def _compile(self, src: str, kernel: str) -> bytes:
+    try: lib = self.compile(src)
+    except CompileError as e:
+      e.kernel = e.kernel or kernel
+      e.save_source()
+      raise
     if not isinstance(lib, (bytes, bytearray, memoryview)): raise TypeError(f"{self.label}.compile must return bytes, got {type(lib).__name__}")
     self.compiles += 1
     return bytes(lib)

@@ -7,6 +7,7 @@ array). Only the allocator and the device's `Program` look inside one; everyone 
 from __future__ import annotations
 
 import operator
+import os
 import weakref
 from collections import defaultdict
 from collections.abc import Hashable
@@ -84,9 +85,9 @@ class LRUAllocator(Allocator):
   def alloc(self, nbytes: int, options: Hashable | None = None) -> Any:
     if handles := self.cache.get((nbytes, options)): return handles.pop()
     try: return self._alloc(nbytes, options)
-    except MemoryError:
-      self.free_cache()
-      return self._alloc(nbytes, options)
+    except MemoryError: pass  # retried below, outside the handler: a second refusal is then reported once, not chained to the first
+    self.free_cache()
+    return self._alloc(nbytes, options)
 
   def free(self, handle: Any, nbytes: int, options: Hashable | None = None) -> None: self.cache[(nbytes, options)].append(handle)
 
@@ -103,7 +104,9 @@ class HostAllocator(LRUAllocator):
   The built-in PYTHON device uses it, and so can any device whose kernels run on the host."""
 
   def _alloc(self, nbytes: int, options: Hashable | None) -> np.ndarray:
-    raw = np.empty(nbytes + _ALIGN, np.uint8)
+    try: raw = np.empty(nbytes + _ALIGN, np.uint8)
+    except (MemoryError, ValueError):  # ValueError: past numpy's largest array
+      raise MemoryError(f"the host has {format_bytes(_host_memory())} of memory") from None
     start = -raw.ctypes.data % _ALIGN
     return raw[start:start + nbytes]
 
@@ -112,6 +115,17 @@ class HostAllocator(LRUAllocator):
   def copyout(self, dest: memoryview, src: np.ndarray) -> None: np.frombuffer(dest, np.uint8)[:] = src
   def view(self, handle: np.ndarray, offset: int, nbytes: int) -> np.ndarray: return handle[offset:offset + nbytes]
   def as_numpy(self, handle: np.ndarray, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray: return handle.view(dtype).reshape(shape)
+
+def _host_memory() -> int:
+  try: return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+  except (ValueError, OSError, AttributeError): return 0  # not POSIX: unknown
+
+def format_bytes(n: int) -> str:
+  """`n` bytes for a human: '512 B', '3.0 KiB', '1.0 TiB'."""
+  for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+    if n < 1024 or unit == "TiB": return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+    n /= 1024
+  raise AssertionError("unreachable")
 
 def buffer_np_dtype(dt: DType) -> np.dtype:
   """The numpy dtype a Buffer of `dt` reads and writes: its own, or uint16 (the raw bits) for bfloat16, which numpy lacks."""
@@ -166,7 +180,9 @@ class Buffer:
     if self._base is not None: self._base.allocate()
     elif self._handle is None:
       self._allocator = allocator = Device[self.device].allocator
-      self._handle = allocator.alloc(self.nbytes, self.options)
+      try: self._handle = allocator.alloc(self.nbytes, self.options)
+      except MemoryError as e:  # the allocator says why (and the limit, where it knows it); the device and the size are said here
+        raise MemoryError(f"{self.device} cannot allocate {self.nbytes} bytes ({format_bytes(self.nbytes)}) for {self!r}: {e}") from None
       self._finalizer = weakref.finalize(self, allocator.free, self._handle, self.nbytes, self.options)
       self._finalizer.atexit = False  # at interpreter exit the device may already be gone; the process frees everything anyway
     return self

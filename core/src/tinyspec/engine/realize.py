@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
 import threading
 import weakref
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -20,9 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from tinyspec.device import Device
+from tinyspec.device import Device, DeviceError
+from tinyspec.device.compiler import debug_level
 from tinyspec.device.memory import Buffer, buffer_np_dtype
-from tinyspec.dtype import DType
+from tinyspec.dtype import DType, PtrDType, dtypes
 from tinyspec.engine import multi
 from tinyspec.engine.callify import callify, inline, inline_calls, outside_bodies, resolve_calls
 from tinyspec.engine.expand import expand
@@ -39,7 +39,7 @@ from tinyspec.viz import render_listing
 _slots = itertools.count()
 _buffers: weakref.WeakKeyDictionary[UOp, Buffer] = weakref.WeakKeyDictionary()
 
-def DEBUG() -> int: return int(os.environ.get("DEBUG", "0") or 0)
+DEBUG = debug_level
 
 # ---- buffers ----
 
@@ -105,11 +105,19 @@ stats = {"kernels_compiled": 0, "schedules_built": 0, "kernels_run": 0}
 def _show(stage: str, u: UOp):
   if DEBUG() >= 5: print(f"--- after {stage} ---\n{render_listing(u)}")
 
+def _check_dtypes(ast: UOp, device: str, renderer) -> None:
+  """Refuse, before any lowering, a kernel whose values have a dtype the device's renderer does not declare."""
+  used = {u.dtype.base if isinstance(u.dtype, PtrDType) else u.dtype.scalar() for u in ast.toposort()}
+  if missing := sorted(d.name for d in used - renderer.dtypes if d not in (dtypes.index, dtypes.void)):
+    have = ", ".join(sorted(d.name for d in renderer.dtypes))
+    raise DeviceError(f"{device} does not support {' and '.join(missing)} (its dtypes: {have})")
+
 def compile_kernel(ast: UOp, device: str) -> CompiledKernel:
   """Lower one kernel for `device`: optimize, expand, isel, linearize, render, compile, load (cached per device and kernel)."""
   if (done := _kernels.get(key := (device, ast))) is not None: return done
   rt = Device[device]
   _show("rangeify", ast)
+  _check_dtypes(ast, device, rt.renderer)
   ast = optimize(ast, rt.renderer); _show("optimize", ast)
   name = kernel_name(ast)
   ast = expand(ast); _show("expand", ast)
@@ -118,7 +126,7 @@ def compile_kernel(ast: UOp, device: str) -> CompiledKernel:
   src = rt.renderer.render(name, linear)
   if DEBUG() >= 3: print(render_listing(linear))
   if DEBUG() >= 4: print(src)
-  out = _kernels[key] = CompiledKernel(name, rt.program(name, rt.compiler.compile_cached(src)), linear, src, *launch_dims(linear))
+  out = _kernels[key] = CompiledKernel(name, rt.program(name, rt.compiler.compile_cached(src, name)), linear, src, *launch_dims(linear))
   stats["kernels_compiled"] += 1
   return out
 

@@ -42,7 +42,7 @@ class PythonCompiler(Compiler):
     line = next((ln for ln in src.splitlines() if ln.startswith(_PAYLOAD)), None)
     if line is None: raise ValueError("PYTHON source without a program line: was it made by PythonRenderer?")
     return base64.b64decode(line[len(_PAYLOAD):])
-  def compile_cached(self, src: str) -> bytes: return self._compile(src)
+  def compile_cached(self, src: str, kernel: str = "") -> bytes: return self._compile(src, kernel)
 
 class PythonProgram(Program):
   """A LINEAR program run by the interpreter on host buffers (numpy uint8 arrays, viewed as each parameter's dtype)."""

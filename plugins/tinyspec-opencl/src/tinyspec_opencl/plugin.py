@@ -7,9 +7,9 @@ from tinyspec.hookspecs import PLUGIN_API_VERSION, hookimpl
 
 def _probe() -> str | None:
   try:
-    from tinyspec_opencl.runtime import devices  # imports pyopencl
+    from tinyspec_opencl.runtime import first_usable  # imports pyopencl
   except ImportError as e: return f"pyopencl is not importable ({e}); pip install pyopencl"
-  try: devices()
+  try: first_usable()  # lists the platforms' devices and builds a tiny kernel on each until one succeeds
   except RuntimeError as e: return str(e)
   return None
 

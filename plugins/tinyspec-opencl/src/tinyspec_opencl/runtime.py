@@ -1,8 +1,9 @@
-"""The OPENCL device through pyopencl: device discovery, a compiler that builds OpenCL C into the device's binaries,
-cl.Buffer memory, and programs launched on an in-order queue. Imported only when the device is probed or opened.
+"""The OPENCL device through pyopencl: device discovery, cl.Buffer memory, and programs launched on an in-order queue.
+Imported only when the device is probed or opened.
 
-`OPENCL:k` is the k-th device of all platforms, in the order the ICD loader lists them (OPENCL is OPENCL:0). PoCL gives
-one CPU device; `POCL_DEVICES="pthread pthread"` gives two, for trying several devices on one machine.
+`OPENCL:k` is the k-th device of all platforms, in the order the ICD loader lists them, whether or not it works; `OPENCL`
+is the first of them whose compiler builds a kernel (`compiler.build_failure`), which is OPENCL:0 unless that one cannot.
+PoCL gives one CPU device; `POCL_DEVICES="pthread pthread"` gives two, for trying several devices on one machine.
 """
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ import warnings
 
 import numpy as np
 import pyopencl as cl
-from tinyspec.device import CompileError, Compiler, LRUAllocator, Program, Runtime
+from tinyspec.device import LRUAllocator, Program, Runtime
+from tinyspec.device.memory import format_bytes
 
+from tinyspec_opencl.compiler import OpenCLCompiler, build_failure, fix_for
 from tinyspec_opencl.renderer import OpenCLRenderer
 
 
@@ -22,7 +25,8 @@ def devices() -> tuple[cl.Device, ...]:
   try: platforms = cl.get_platforms()
   except cl.Error as e:
     raise RuntimeError(f"no OpenCL platform: the ICD loader found none ({e}); install one, e.g. pip install pocl-binary-distribution "
-                       "for a CPU device, or a GPU vendor's OpenCL driver") from None
+                       "for a CPU device (on CPUs newer than its LLVM 14, such as Zen 5, your distribution's PoCL: apt-get install "
+                       "pocl-opencl-icd), or a GPU vendor's OpenCL driver") from None
   found, empty = [], []
   for p in platforms:
     try: found += p.get_devices()
@@ -30,13 +34,29 @@ def devices() -> tuple[cl.Device, ...]:
   if not found: raise RuntimeError(f"the OpenCL platforms found have no devices: {', '.join(empty)}")
   return tuple(found)
 
+def label(d: cl.Device) -> str:
+  """The device and its platform in a few words: 'pthread-AMD EPYC (OpenCL 3.0 PoCL 3.0-rc2)'."""
+  return f"{d.name.strip()} ({d.platform.version.split('  ')[0].strip()})"  # PoCL appends its build options after two spaces
+
 def describe(d: cl.Device) -> str:
-  """One line for `tinyspec devices`: platform, device, and what tinyspec reads from it."""
+  """One line for `tinyspec devices`: platform, device, and what tinyspec reads from it, or why it cannot build kernels."""
+  if (error := build_failure(d)) is not None: return f"{label(d)} cannot build kernels: {error}"
   exts = d.extensions.split()
   fp = "/".join(f for f, e in (("fp16", "cl_khr_fp16"), ("fp64", "cl_khr_fp64")) if e in exts) or "no fp16/fp64"
-  platform = d.platform.version.split("  ")[0].strip()  # PoCL appends its build options after two spaces
+  platform = d.platform.version.split("  ")[0].strip()
   return (f"{d.platform.name} {platform}: {d.name.strip()}, {d.opencl_c_version.strip()}, {d.max_compute_units} compute units, "
           f"work-group {d.max_work_group_size}, local memory {d.local_mem_size // 1024} KiB, {fp}")
+
+def first_usable() -> int:
+  """The index of the first device that builds kernels; RuntimeError saying why each cannot, and what to do, when none can."""
+  found = devices()
+  failures = [build_failure(d) for d in found]
+  if None in failures: return failures.index(None)
+  by_error: dict[str, list[str]] = {}
+  for i, (d, error) in enumerate(zip(found, failures)): by_error.setdefault(error, []).append(f"OPENCL:{i} {label(d)}")
+  why = "; ".join(f"{', '.join(names)}: {error}" for error, names in by_error.items())
+  fixes = dict.fromkeys(fix_for(error) for error in by_error)
+  raise RuntimeError(f"no OpenCL device here can build a kernel ({why}). Fix: {'; '.join(fixes)}")
 
 def renderer_for(d: cl.Device) -> OpenCLRenderer:
   """The renderer with `d`'s limits: work-group sizes (each dimension within the total), local memory, half and double."""
@@ -46,39 +66,17 @@ def renderer_for(d: cl.Device) -> OpenCLRenderer:
   return OpenCLRenderer(local_max=tuple(min(s, wg) for s in d.max_work_item_sizes[:3]), shared_max=d.local_mem_size, global_max=grid,
                         fp16="cl_khr_fp16" in exts, float64="cl_khr_fp64" in exts)
 
-def build_options(d: cl.Device) -> list[str]:
-  """Correctly rounded float division and sqrt where the device offers it (OpenCL otherwise allows 2.5 and 3 ulp)."""
-  return ["-cl-fp32-correctly-rounded-divide-sqrt"] if d.single_fp_config & cl.device_fp_config.CORRECTLY_ROUNDED_DIVIDE_SQRT else []
-
-class OpenCLCompiler(Compiler):
-  """OpenCL C to the device's program binary (clGetProgramInfo's BINARIES), which `OpenCLProgram` loads without building
-  again. A binary belongs to one device and driver, so `version` names both, and the build options."""
-  name = "opencl"
-  def __init__(self, ctx: cl.Context, device: cl.Device):
-    self.ctx, self.device, self.options = ctx, device, build_options(device)
-    p = device.platform
-    self.version = f"{p.name} {p.version} | {device.name} {device.driver_version} | {' '.join(self.options)}"
-
-  def compile(self, src: str) -> bytes:
-    prg = cl.Program(self.ctx, src)
-    with warnings.catch_warnings():
-      warnings.simplefilter("ignore", cl.CompilerWarning)  # a build log on success (PoCL's notes): nothing for the user
-      try: prg.build(options=self.options, devices=[self.device], cache_dir=False)
-      except cl.Error as e:
-        try: log = prg.get_build_info(self.device, cl.program_build_info.LOG)
-        except cl.Error: log = ""
-        raise CompileError(self.name, log.strip() or str(e), src) from None
-    return prg.get_info(cl.program_info.BINARIES)[0]
-
 class CLAllocator(LRUAllocator):
   """Device memory as cl.Buffer objects (the handles). Copies block, so the host bytes may be reused at once; the queue is
   in order, so they also wait for the kernels launched before them."""
-  def __init__(self, ctx: cl.Context, queue: cl.CommandQueue):
+  def __init__(self, ctx: cl.Context, queue: cl.CommandQueue, device: cl.Device):
     super().__init__()
-    self.ctx, self.queue = ctx, queue
+    self.ctx, self.queue, self.largest = ctx, queue, device.max_mem_alloc_size
   def _alloc(self, nbytes: int, options) -> cl.Buffer:
+    if nbytes > self.largest:  # the driver would say only INVALID_BUFFER_SIZE
+      raise MemoryError(f"the device's largest allocation is {self.largest} bytes ({format_bytes(self.largest)}, CL_DEVICE_MAX_MEM_ALLOC_SIZE)")
     try: return cl.Buffer(self.ctx, cl.mem_flags.READ_WRITE, max(nbytes, 1))  # OpenCL has no empty buffers
-    except cl.MemoryError as e: raise MemoryError(f"OpenCL could not allocate {nbytes} bytes: {e}") from None
+    except cl.Error as e: raise MemoryError(f"the OpenCL driver refused it ({e})") from None
   def _free(self, handle: cl.Buffer, nbytes: int, options) -> None: handle.release()
   def copyin(self, dest: cl.Buffer, src: memoryview) -> None:
     if src.nbytes: cl.enqueue_copy(self.queue, dest, src, is_blocking=True)
@@ -108,14 +106,17 @@ class OpenCLProgram(Program):
 class OpenCLRuntime(Runtime):
   """An opened OpenCL device: its own context and a profiling, in-order command queue."""
   def __init__(self, name: str):
-    index, found = int(name.partition(":")[2] or 0), devices()
+    found, index = devices(), name.partition(":")[2]
+    index = int(index) if index else first_usable()
     if index >= len(found):
       raise RuntimeError(f"{name}: there {'is' if len(found) == 1 else 'are'} only {len(found)} OpenCL device{'s' * (len(found) != 1)} here: "
-                         + "; ".join(f"OPENCL:{i} {d.name.strip()}" for i, d in enumerate(found)))
+                         + "; ".join(f"OPENCL:{i} {label(d)}" for i, d in enumerate(found)))
+    if (error := build_failure(found[index])) is not None:
+      raise RuntimeError(f"{name} {label(found[index])} cannot build kernels: {error}. Fix: {fix_for(error)}")
     self.device = found[index]
     self.ctx = cl.Context([self.device])
     self.queue = cl.CommandQueue(self.ctx, self.device, properties=cl.command_queue_properties.PROFILING_ENABLE)
-    super().__init__(name, renderer_for(self.device), OpenCLCompiler(self.ctx, self.device), CLAllocator(self.ctx, self.queue))
+    super().__init__(name, renderer_for(self.device), OpenCLCompiler(self.ctx, self.device), CLAllocator(self.ctx, self.queue, self.device))
 
   def program(self, name: str, binary: bytes) -> Program: return OpenCLProgram(name, binary, self)
   def synchronize(self) -> None: self.queue.finish()
