@@ -73,7 +73,9 @@ class CUDAAllocator(LRUAllocator):
   def _alloc(self, nbytes, options):
     with self.gpu.active() as cuda:
       try: return cuda.mem_alloc(max(nbytes, 1))  # cuMemAlloc refuses 0 bytes
-      except cuda.MemoryError as e: raise MemoryError(f"CUDA out of memory allocating {nbytes} bytes: {e}") from e
+      except cuda.MemoryError as e:  # Buffer.allocate adds the device and the size
+        free, total = cuda.mem_get_info()
+        raise MemoryError(f"the GPU has {free} of its {total} bytes free ({e})") from None
   def _free(self, handle, nbytes, options):
     with self.gpu.active(): handle.free()
   def copyin(self, dest, src: memoryview):
@@ -119,6 +121,5 @@ class CUDARuntime(Runtime):
 
 def check_runtime(name: str, archs: tuple[str, ...]) -> CheckedRuntime:
   """CUDA_CHECK: every kernel rendered for CUDA and compiled by NVRTC for each of `archs` (a compile error fails), then run
-  by the numpy interpreter. The renderer is the newest arch's (CheckedRuntime leaves out bfloat16, which the interpreter
-  cannot compute)."""
+  by the numpy interpreter, bfloat16 included. The renderer is the newest arch's."""
   return CheckedRuntime(name, CUDARenderer(archs[-1]), NVRTCCompiler(archs))

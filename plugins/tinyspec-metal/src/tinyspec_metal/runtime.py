@@ -54,7 +54,9 @@ class MetalAllocator(LRUAllocator):
     self.rt = rt
   def _alloc(self, nbytes, options):
     buf = self.rt.device.newBufferWithLength_options_(max(nbytes, 1), Metal.MTLResourceStorageModeShared)
-    if buf is None: raise MemoryError(f"Metal could not allocate {nbytes} bytes")
+    if buf is None:  # Buffer.allocate adds the device and the size
+      limit = self.rt.device.maxBufferLength()
+      raise MemoryError(f"newBufferWithLength refused it (out of memory, or past the device's maxBufferLength, {limit} bytes)")
     return MetalBuffer(buf, 0, nbytes)
   def _free(self, handle, nbytes, options): pass  # the MTLBuffer is released with its last Python reference
   def copyin(self, dest: MetalBuffer, src: memoryview):
