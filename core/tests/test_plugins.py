@@ -129,13 +129,60 @@ def test_bad_hook_results_fail_the_plugin(plugin, error):
   assert rec.status == "failed" and rec.error.startswith(error)
   assert Device.pm.get_plugin("bad") is None and not Device._specs
 
-def test_duplicate_device_across_plugins_fails_the_second():
-  first, second = Fake("DUP"), Fake("DUP", "OTHER")
+def test_a_device_two_plugins_provide_is_listed_for_both_and_refused_naming_both():
+  first, second = Fake("DUP", "ONE"), Fake("DUP", "OTHER")
   Device.register(first, "first"), Device.register(second, "second", devices=["DUP"])
-  assert Device.plugins["second"].error == "ValueError: device DUP is already provided by plugin first (built-in)"
-  assert Device["DUP"] == ("runtime", "DUP") and first.opened == ["DUP"] and second.opened == []
-  with pytest.raises(DeviceError, match="unknown device 'OTHER'; known devices: DUP$"): Device["OTHER"]
-  assert Device.pm.get_plugin("second") is None
+  assert Device.plugins["second"].status == "ok"
+  rows = [r for r in Device.listing() if r.name == "DUP"]
+  assert [(r.plugin.name, r.status) for r in rows] == [("first", "conflict"), ("second", "conflict")]
+  assert rows[0].detail == "also provided by second (built-in); TINYSPEC_PLUGINS picks one"
+  with pytest.raises(DeviceError, match=r"^device DUP is provided by 2 plugins: first \(built-in\) and second \(built-in\); set TINYSPEC_PLUGINS"):
+    Device["DUP"]
+  assert first.opened == second.opened == []  # neither was opened
+  assert Device["ONE"] == ("runtime", "ONE") and Device["OTHER"] == ("runtime", "OTHER")  # their other devices are unaffected
+  assert Device.DEFAULT in ("ONE", "OTHER")  # a contested name is never the default
+
+@pytest.mark.parametrize("exc", [SystemExit(3), GeneratorExit(), BaseException("odd")], ids=lambda e: type(e).__name__)
+def test_a_plugin_raising_a_base_exception_is_recorded_not_fatal(exc):
+  class Raising(Fake):
+    @hookimpl
+    def tinyspec_devices(self): raise exc
+  Device.register(Fake("GOOD"), "good")
+  rec = Device.register(Raising(), "raising", devices=["BAD"])
+  assert rec.status == "failed" and rec.error.startswith(type(exc).__name__)
+  assert row("BAD").status == "failed" and row("GOOD").status == "available" and Device["GOOD"] == ("runtime", "GOOD")
+  with pytest.raises(DeviceError, match="device BAD is unusable: plugin raising .* failed to load"): Device["BAD"]
+
+def test_keyboard_interrupt_in_a_plugin_is_not_swallowed():
+  class Interrupted(Fake):
+    @hookimpl
+    def tinyspec_devices(self): raise KeyboardInterrupt
+  with pytest.raises(KeyboardInterrupt): Device.register(Interrupted(), "interrupted")
+
+def test_a_misspelt_hook_is_refused_naming_it():
+  class Misspelt:
+    @hookimpl
+    def tinyspec_plugin_api(self): return (1,)
+    @hookimpl
+    def tinyspec_device(self): return (DeviceSpec("NEVER", ("X",), probe=lambda: None, open=lambda name: None),)
+  rec = Device.register(Misspelt(), "misspelt", devices=["NEVER"])
+  assert (rec.status, rec.error) == ("incompatible", "it implements tinyspec_device, which is no tinyspec hook "
+                                                      "(the hooks: tinyspec_devices, tinyspec_plugin_api)")
+  assert Device.pm.get_plugin("misspelt") is None
+  assert Device.register(Fake("LATER"), "later").status == "ok"  # the refused plugin left nothing behind to fail the next check
+
+def test_first_use_from_many_threads_sees_every_device():
+  """Eight threads racing through the registry's first scan all find the device, which is opened once."""
+  from concurrent.futures import ThreadPoolExecutor
+
+  from tinyspec.device import registry
+  racer = Fake("RACE")
+  register_builtin(racer)  # registered again at every scan, like the PYTHON device
+  try:
+    Device.reset()
+    with ThreadPoolExecutor(8) as pool: got = list(pool.map(lambda _: Device["RACE"], range(64)))
+    assert got == [("runtime", "RACE")] * 64 and racer.opened == ["RACE"]
+  finally: registry._BUILTINS.remove(racer)
 
 def test_reusing_a_plugin_name_is_an_error():
   Device.register(Fake("A"), "same")
@@ -220,26 +267,27 @@ def write_dist(root: Path, dist: str, version: str, module: str, source: str, en
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> Path:
-  """A directory holding two freshly installed plugin distributions: a good one (two entries, one module) and one that
-  raises at import."""
+  """A directory holding three freshly installed plugin distributions: a good one (two entries, one module), one that
+  raises at import, and one that raises SystemExit at import."""
   root, target = tmp_path_factory.mktemp("dists"), tmp_path_factory.mktemp("site")
   good = write_dist(root, "tinyspec-fake-good", "1.2.3", "tinyspec_fake_good", GOOD_MODULE, ["FAKEGOOD", "FAKEGOOD2"])
   broken = write_dist(root, "tinyspec-fake-broken", "0.0.1", "tinyspec_fake_broken", "raise RuntimeError('fake driver exploded at import')",
                       ["FAKEBROKEN"])
   # offline and without build isolation, so it uses the setuptools installed with the test extras
   pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-index", "--target", str(target)]
-  out = subprocess.run([*pip, str(good), str(broken)], capture_output=True, text=True)
+  exiting = write_dist(root, "tinyspec-fake-exit", "0.0.2", "tinyspec_fake_exit", "raise SystemExit(3)", ["FAKEEXIT"])
+  out = subprocess.run([*pip, str(good), str(broken), str(exiting)], capture_output=True, text=True)
   assert out.returncode == 0, out.stderr
   return target
 
 @pytest.fixture
 def on_path(site, monkeypatch):
   monkeypatch.syspath_prepend(str(site))
-  for mod in ("tinyspec_fake_good", "tinyspec_fake_broken"): monkeypatch.delitem(sys.modules, mod, raising=False)
+  for mod in ("tinyspec_fake_good", "tinyspec_fake_broken", "tinyspec_fake_exit"): monkeypatch.delitem(sys.modules, mod, raising=False)
   monkeypatch.delenv("TINYSPEC_PLUGINS")
   Device.reset()
   yield
-  for mod in ("tinyspec_fake_good", "tinyspec_fake_broken"): sys.modules.pop(mod, None)
+  for mod in ("tinyspec_fake_good", "tinyspec_fake_broken", "tinyspec_fake_exit"): sys.modules.pop(mod, None)
 
 def test_entry_point_loads_only_the_named_plugin(on_path):
   assert Device["fakegood"] == ("good", "FAKEGOOD")
@@ -284,6 +332,7 @@ def test_cli_lists_installed_plugins(site):
   assert re.fullmatch(r"FAKEGOOD2 +tinyspec-fake-good 1\.2\.3 +unavailable: no fake hardware +FAKEC", line(out.stdout, "FAKEGOOD2"))
   assert re.fullmatch(r"FAKEBROKEN +tinyspec-fake-broken 0\.0\.1 +failed: RuntimeError: fake driver exploded at import",
                       line(out.stdout, "FAKEBROKEN"))
+  assert re.fullmatch(r"FAKEEXIT +tinyspec-fake-exit 0\.0\.2 +failed: SystemExit: 3", line(out.stdout, "FAKEEXIT"))  # listed, not fatal
 
 def test_cli_filtering(site):
   out = run_python(site, "-m", "tinyspec", "devices", TINYSPEC_PLUGINS="FakeBroken")

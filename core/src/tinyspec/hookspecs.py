@@ -7,23 +7,47 @@ be cheap: heavy imports and hardware probing belong in `DeviceSpec.probe` and `D
     from tinyspec.hookspecs import hookimpl
 
     @hookimpl
-    def tinyspec_plugin_api(): return (1,)
+    def tinyspec_plugin_api(): return (1,)   # the API versions this plugin was written for, as a literal
 
     @hookimpl
     def tinyspec_devices(): return (DeviceSpec("CPU", ("LLVM",), probe=_probe, open=_open),)
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import pluggy
 
-if TYPE_CHECKING:  # only for the annotation: tinyspec.device imports this module
-  from tinyspec.device import DeviceSpec
-
 PLUGIN_API_VERSION = 1
-"""The plugin API this core speaks; bumped whenever a hook or `DeviceSpec` changes incompatibly."""
+"""The plugin API this core speaks; bumped whenever a hook or `DeviceSpec` changes incompatibly. A plugin states the
+versions it speaks as a literal in its `tinyspec_plugin_api`, never by returning this constant (it would always match)."""
+
+@dataclass(frozen=True)
+class DeviceSpec:
+  """One device a plugin provides, returned by its `tinyspec_devices` hook. Building one must be cheap."""
+  name: str
+  """Upper-case device name, e.g. "CPU"; users may add an index, "CPU:1"."""
+  renderers: tuple[str, ...]
+  """Names of the renderers the device offers, e.g. ("LLVM",)."""
+  probe: Callable[[], str | None]
+  """None when the device is usable here, else the reason for a human, e.g. "no NVIDIA driver (libcuda.so not found)".
+  Called once, on first use or by `tinyspec devices`; heavy imports belong here."""
+  open: Callable[[str], Any]
+  """Builds the `tinyspec.device.runtime.Runtime` for a full device name like "CPU:1" (its renderer, compiler, allocator
+  and program loader). Called once per name, on first use; this is where the driver is imported and opened."""
+  info: Callable[[], str] | None = None
+  """Optional extra detail for the listing, e.g. an LLVM version; called only for available devices."""
+
+  def __post_init__(self):
+    if not isinstance(self.name, str) or not re.fullmatch(r"[A-Z][A-Z0-9_]*", self.name):
+      raise ValueError(f"device name must be upper-case letters, digits and '_', got {self.name!r}")
+    if not isinstance(self.renderers, tuple) or not all(isinstance(r, str) for r in self.renderers):
+      raise TypeError(f"DeviceSpec {self.name}: renderers must be a tuple of str, got {self.renderers!r}")
+    if not (callable(self.probe) and callable(self.open) and (self.info is None or callable(self.info))):
+      raise TypeError(f"DeviceSpec {self.name}: probe and open must be callable, info callable or None")
 
 hookspec = pluggy.HookspecMarker("tinyspec")
 hookimpl = pluggy.HookimplMarker("tinyspec")

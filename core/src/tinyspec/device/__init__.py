@@ -13,8 +13,9 @@ from tinyspec.device.registry import (
   register_builtin,
 )
 from tinyspec.device.runtime import Program, Runtime
+from tinyspec.interpreter import plugin as _python_plugin
 
-register_builtin("tinyspec.interpreter.plugin")  # the PYTHON device, always there
+register_builtin(_python_plugin)  # the PYTHON device, always there
 
 __all__ = ["ENTRY_POINT_GROUP", "Device", "DeviceError", "DeviceRegistry", "DeviceSpec", "DeviceStatus", "Plugin", "register_builtin",
            "Allocator", "Buffer", "CompileError", "Compiler", "HostAllocator", "LRUAllocator", "Program", "Runtime"]

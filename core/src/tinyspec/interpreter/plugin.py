@@ -1,8 +1,7 @@
 """The PYTHON device's plugin: built into the core (registered by tinyspec.device), always available."""
 from __future__ import annotations
 
-from tinyspec.device.registry import DeviceSpec
-from tinyspec.hookspecs import PLUGIN_API_VERSION, hookimpl
+from tinyspec.hookspecs import DeviceSpec, hookimpl
 
 
 def _open(name: str):
@@ -10,7 +9,7 @@ def _open(name: str):
   return PythonRuntime(name)
 
 @hookimpl
-def tinyspec_plugin_api(): return (PLUGIN_API_VERSION,)
+def tinyspec_plugin_api(): return (1,)  # the plugin API versions this plugin speaks
 
 @hookimpl
 def tinyspec_devices():

@@ -3,7 +3,7 @@ Importing this module is cheap: llvmlite and libamdhip64 are loaded by the probe
 from __future__ import annotations
 
 from tinyspec.device import DeviceSpec
-from tinyspec.hookspecs import PLUGIN_API_VERSION, hookimpl
+from tinyspec.hookspecs import hookimpl
 
 from tinyspec_amd.renderer import ARCHS
 
@@ -43,7 +43,7 @@ def _info_check() -> str:
   return f"LLVM {llvm_version()} amdgcn for {', '.join(ARCHS)}; kernels run on the numpy interpreter"
 
 @hookimpl
-def tinyspec_plugin_api(): return (PLUGIN_API_VERSION,)
+def tinyspec_plugin_api(): return (1,)  # the plugin API versions this plugin speaks
 
 @hookimpl
 def tinyspec_devices():

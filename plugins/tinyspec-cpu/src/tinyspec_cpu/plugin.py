@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from tinyspec.device import DeviceSpec
-from tinyspec.hookspecs import PLUGIN_API_VERSION, hookimpl
+from tinyspec.hookspecs import hookimpl
 
 
 def _probe() -> str | None:
@@ -23,7 +23,7 @@ def _info() -> str:
   return f"LLVM {h.llvm_version}, {h.cpu}, {thread_count()} threads, features {' '.join(h.shown_features) or 'baseline'}"
 
 @hookimpl
-def tinyspec_plugin_api(): return (PLUGIN_API_VERSION,)
+def tinyspec_plugin_api(): return (1,)  # the plugin API versions this plugin speaks
 
 @hookimpl
 def tinyspec_devices(): return (DeviceSpec("CPU", ("LLVM",), probe=_probe, open=_open, info=_info),)

@@ -8,7 +8,7 @@ import importlib.util
 import sys
 
 from tinyspec.device import DeviceSpec
-from tinyspec.hookspecs import PLUGIN_API_VERSION, hookimpl
+from tinyspec.hookspecs import hookimpl
 
 CHECK_ARCHS = ("sm_80", "sm_90")
 """The architectures CUDA_CHECK builds every kernel for."""
@@ -52,7 +52,7 @@ def _info_cuda() -> str:
 def _info_check() -> str: return f"{_nvrtc_info()} for {', '.join(CHECK_ARCHS)}; kernels run on the numpy interpreter"
 
 @hookimpl
-def tinyspec_plugin_api(): return (PLUGIN_API_VERSION,)
+def tinyspec_plugin_api(): return (1,)  # the plugin API versions this plugin speaks
 
 @hookimpl
 def tinyspec_devices():

@@ -7,7 +7,7 @@ import importlib.util
 import sys
 
 from tinyspec.device import DeviceSpec
-from tinyspec.hookspecs import PLUGIN_API_VERSION, hookimpl
+from tinyspec.hookspecs import hookimpl
 
 
 def _probe_metal() -> str | None:
@@ -40,7 +40,7 @@ def _info_check() -> str:
   return f"checked by {describe(find_cxx())} against a stand-in metal_stdlib; kernels run on the numpy interpreter"
 
 @hookimpl
-def tinyspec_plugin_api(): return (PLUGIN_API_VERSION,)
+def tinyspec_plugin_api(): return (1,)  # the plugin API versions this plugin speaks
 
 @hookimpl
 def tinyspec_devices():
