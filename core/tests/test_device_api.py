@@ -1,6 +1,7 @@
 """The interfaces a device implements: Renderer, Compiler (and its on-disk cache), Allocator/LRUAllocator/HostAllocator, Buffer,
 Runtime and Program, exercised through a fake device registered like any plugin."""
 import gc
+import os
 import re
 import tempfile
 import traceback
@@ -167,6 +168,57 @@ def test_entry_of_another_key_is_not_trusted(cache):
   c.compile_cached("int y;")
   (cache / c.cache_key("int y;")).write_bytes(entry.read_bytes())  # an intact entry, but for other source
   assert c.compile_cached("int y;") == b";y tni" and c.compiles == 2
+
+def test_swapped_payloads_are_refused_even_with_checksums_recomputed(cache):
+  """Swapping two entries' compiled bytes (x*3's for x*5's) and fixing up each checksum over its payload, as a tool that
+  knew the old format could, still fails: each entry holds its full key, and the checksum covers key and payload."""
+  import hashlib
+  import struct
+  c = FakeCompiler()
+  a, b = (cache / c.cache_key(src) for src in ("int x3;", "int x5;") if c.compile_cached(src))
+  def forged(entry: Path, payload: bytes) -> bytes:
+    magic, klen, _, _ = struct.unpack_from("<8sQQ32s", raw := entry.read_bytes())
+    key = raw[56:56 + klen]
+    return struct.pack("<8sQQ32s", magic, klen, len(payload), hashlib.sha256(payload).digest()) + key + payload
+  pa, pb = a.read_bytes()[-7:], b.read_bytes()[-7:]  # ";3x tni" and ";5x tni"
+  a.write_bytes(forged(a, pb)), b.write_bytes(forged(b, pa))
+  fresh = FakeCompiler()
+  assert fresh.compile_cached("int x3;") == b";3x tni" and fresh.compile_cached("int x5;") == b";5x tni" and fresh.compiles == 2
+
+def test_cache_dirs_are_private_and_a_shared_dir_is_not_used(tmp_path, monkeypatch):
+  monkeypatch.setenv("TINYSPEC_CACHE_DIR", str(tmp_path / "new" / "cc"))
+  monkeypatch.delenv("TINYSPEC_COMPILE_CACHE", raising=False)
+  FakeCompiler().compile_cached("int x;")
+  assert (tmp_path / "new").stat().st_mode & 0o777 == 0o700 and (tmp_path / "new" / "cc").stat().st_mode & 0o777 == 0o700
+  (shared := tmp_path / "shared").mkdir(mode=0o777)
+  shared.chmod(0o777)  # past the umask: writable by everyone
+  monkeypatch.setenv("TINYSPEC_CACHE_DIR", str(shared))
+  c = FakeCompiler()
+  with pytest.warns(RuntimeWarning, match=re.escape(f"compile cache {shared} is writable by group or others (mode 777)")):
+    assert c.compile_cached("int x;") == b";x tni"
+  assert c.compile_cached("int x;") == b";x tni" and (c.compiles, c.cache_hits) == (2, 0) and list(shared.iterdir()) == []
+
+def test_a_cache_dir_of_another_user_is_not_used(tmp_path, monkeypatch):
+  real_stat = Path.stat
+  def foreign(self, **kw):
+    st = real_stat(self, **kw)
+    if self == tmp_path / "theirs": return os.stat_result((st.st_mode, *st[1:4], st.st_uid + 1, *st[5:]))
+    return st
+  (tmp_path / "theirs").mkdir(mode=0o700)
+  monkeypatch.setattr(Path, "stat", foreign)
+  monkeypatch.setenv("TINYSPEC_CACHE_DIR", str(tmp_path / "theirs"))
+  with pytest.warns(RuntimeWarning, match="belongs to another user"): FakeCompiler().compile_cached("int x;")
+  assert list((tmp_path / "theirs").iterdir()) == []
+
+def test_disk_cache_stays_under_its_cap_evicting_least_recently_used(cache, monkeypatch):
+  monkeypatch.setenv("TINYSPEC_CACHE_MAX_MB", str(64 * 1024 / 2**20))  # 64 KiB
+  c = FakeCompiler()
+  keep = "int keep; // " + "k" * 2000
+  for i in range(200):
+    c.compile_cached(f"int v{i}; // " + "x" * 2000)
+    c.compile_cached(keep)  # used all along: never the least recent
+    assert sum(p.stat().st_size for p in cache.iterdir()) <= 64 * 1024 + 64 * 1024 // 16 + 4096
+  assert (cache / c.cache_key(keep)).exists() and c.cache_hits == 199
 
 def test_unreadable_entry_is_recompiled_and_rewritten(cache, monkeypatch):
   entry, read_bytes = _entry(cache), Path.read_bytes
