@@ -46,7 +46,8 @@ def test_integer_division_and_casts_build(compiler):
   val = UOp(Ops.SQRT, ((a // b + a % b).cast(dtypes.float16).cast(dtypes.float64),)).cast(dtypes.uint64)
   assert len(unpack(compiler.compile(AMDRenderer().render("k", lower(end(store(param(0, 8, dtypes.uint64), r, val), r)))))[1]) == 3
 
-def test_compile_error_carries_llvm_message(compiler):
+def test_compile_error_carries_llvm_message(compiler, monkeypatch):
+  monkeypatch.setenv("DEBUG", "4")  # the numbered source is in the message only at DEBUG>=4
   src = AMDRenderer().render("k", tree_sum()).replace("zext i32", "zext float", 1)
   with pytest.raises(CompileError, match=r"(?s)llvmlite-amdgpu \(gfx1100\) failed to compile:\n.*:6:20: error: '%t1' defined with type 'i32'") as e:
     compiler.compile(src)

@@ -88,7 +88,9 @@ def test_call_to_unknown_function_is_refused():
   with pytest.raises(RuntimeError, match="calls tinyspec_no_such_function, which this process does not provide"):
     rt.program("k", rt.compiler.compile(src))
 
-def test_bad_ir_is_a_compile_error():
+def test_bad_ir_is_a_compile_error(monkeypatch):
   bad = HEADER + "define void @k() {\n  ret i32 0\n}\n"
   with pytest.raises(CompileError, match="llvmlite failed to compile") as e: Device["CPU"].compiler.compile(bad)
+  assert "   3    ret i32 0" not in str(e.value) and "DEBUG=4" in str(e.value)
+  monkeypatch.setenv("DEBUG", "4")
   assert "   3    ret i32 0" in str(e.value)  # the numbered source
