@@ -176,6 +176,34 @@ def test_endif_after_if():
   entries.remove(iff)
   broken(UOp(Ops.LINEAR, tuple(entries) + (iff,)), "linear", "IF(src: CMPLT): must be closed by exactly one ENDIF after it")
 
+def summed_in_a_loop(*first: str) -> tuple[UOp, UOp]:
+  """out[o] = sum_r in[r] as a LINEAR program that lists the nodes named in `first` (and what they need) before the rest, and
+  the accumulator's update. The sum does not depend on the output loop o, as in issue 12's kernels, so the order alone
+  decides whether the init runs inside o."""
+  o, r = UOp.range(4, 0), UOp.range(8, 1, AxisType.REDUCE)
+  acc, at0 = UOp(Ops.BUFFER, (UOp.vec((1,)),), (0, f32, None, AddrSpace.REG)), UOp.const(0)
+  init = UOp(Ops.STORE, (acc.index(at0), UOp.const(0.0, f32)))
+  inside = UOp(Ops.AFTER, (acc, init, r)).index(at0)
+  update = UOp(Ops.STORE, (inside, UOp(Ops.LOAD, (inside,)) + UOp(Ops.LOAD, (param(1, (8,)).index(r),))))
+  total = UOp(Ops.LOAD, (UOp(Ops.AFTER, (acc, UOp(Ops.END, (update, r)))).index(at0),))
+  named = {"o": o, "r": r, "init": init, "total": total}
+  entries: list[UOp] = []
+  for part in [named[n] for n in first] + [UOp.sink(UOp(Ops.END, (UOp(Ops.STORE, (param(0).index(o), total)), o)))]:
+    entries += [u for u in part.toposort() if u not in entries]
+  return UOp(Ops.LINEAR, tuple(entries)), update
+
+UPDATE_RULE = "updates an accumulator: every RANGE open here but its reduce ranges must be open at its init, and no reduce range may be"
+
+@pytest.mark.parametrize("first", [("o", "init"), ("total",)], ids=["init_inside_the_output_loop", "sum_hoisted_out_of_it"])
+def test_accumulator_placed_well_passes(first):
+  verify(summed_in_a_loop(*first)[0], "linear")
+
+@pytest.mark.parametrize("first", [("init",), ("o", "r", "init")], ids=["init_outside_the_output_loop", "init_inside_the_reduce_loop"])
+def test_accumulator_placed_badly_is_refused(first):
+  program, update = summed_in_a_loop(*first)
+  assert [v.uop for v in check(program, "linear")] == [update]  # the update alone breaks a rule
+  broken(program, "linear", f"STORE(src: INDEX, ADD): {UPDATE_RULE}")
+
 
 # ---- reporting ----
 

@@ -80,3 +80,20 @@ def test_detach_stops_gradient(dev):
   x = Tensor(np.array([1.0, -2.0], np.float32), device=dev, requires_grad=True)
   (x * x.detach() * 2).sum().backward()
   check(x.grad, np.array([2.0, -4.0], np.float32))
+
+# issue 12: both backward passes below sum over an axis their kernel's loops do not all depend on; the sums came out doubled
+
+def test_batched_matmul_gradient_wrt_broadcast_batch(dev):
+  a, b = data(dtypes.float32, (4, 3), seed=1), data(dtypes.float32, (1, 3, 3, 5), seed=2)
+  ta, tb = Tensor(a, device=dev, requires_grad=True), Tensor(b, device=dev, requires_grad=True)
+  (ta @ tb).sum().backward()  # out[0, j, i, l] = sum_k a[i, k] * b[0, j, k, l]
+  check(tb.grad, np.broadcast_to(a.sum(0)[None, None, :, None], b.shape).astype(np.float32), rtol=1e-5, atol=1e-5)
+  check(ta.grad, np.broadcast_to(b.sum((0, 1, 3)), a.shape).astype(np.float32), rtol=1e-5, atol=1e-5)
+
+def test_gradient_of_tensor_indexed_columns(dev):
+  y, idx = data(dtypes.float32, (2, 3, 4), seed=3), np.array([2, 0, 2])
+  t = Tensor(y, device=dev, requires_grad=True)
+  t[:, Tensor(idx, device=dev)].sum().backward()
+  want = np.zeros_like(y)
+  np.add.at(want, (slice(None), idx), 1.0)  # a column picked twice gets twice the gradient
+  check(t.grad, want)

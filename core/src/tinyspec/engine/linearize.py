@@ -11,14 +11,16 @@ Then every node gets a *scope*, the RANGEs and IFs it runs inside (those it depe
 way), and the nodes are emitted: whatever fits the open blocks first (so loop-invariant work lands before its loop),
 else the innermost block is closed once nothing left needs it, else the next block is opened (the one that closes
 earliest in dependency order). A pure node may run inside a loop it does not depend on (only slower), never inside an IF
-it does not depend on; a STORE to memory others see runs in exactly its own loops."""
+it does not depend on; a STORE to memory others see runs in exactly its own loops. So a reduction may land inside an
+output loop its value does not depend on; its accumulator's init is therefore emitted just before its reduce loop opens,
+inside every loop that loop is, never earlier (where it would run once for all of that output loop's iterations)."""
 from __future__ import annotations
 
 from tinyspec.dtype import AddrSpace
 from tinyspec.engine.rangeify import reduce_identity
 from tinyspec.uop.ops import Ops
 from tinyspec.uop.rewrite import PatternMatcher, UPat, graph_rewrite
-from tinyspec.uop.spec import verify_between_stages
+from tinyspec.uop.spec import accumulation, verify_between_stages
 from tinyspec.uop.uop import UOp
 
 _ZERO = UOp.const(0)
@@ -100,6 +102,13 @@ def linearize(kernel: UOp) -> UOp:
   users: dict[UOp, list[UOp]] = {}
   for u in nodes:
     for s in set(u.src): users.setdefault(s, []).append(u)
+  # an accumulator's init waits for its reduce loop to open, and runs right before it: that loop may open inside an output
+  # loop the value does not depend on, and each iteration of that output loop must start the sum afresh
+  inits: dict[UOp, list[UOp]] = {}  # reduce RANGE -> the inits of the accumulators summed over it
+  for u in nodes:
+    if (acc := accumulation(u)) is not None:
+      for r in acc.ranges: inits.setdefault(r, []).extend(acc.inits)
+  deferred = {i for group in inits.values() for i in group}
   ready = sorted((u for u in nodes if waiting[u] == 0), key=order.__getitem__)
   out: list[UOp] = []
   open_: list[UOp] = []
@@ -115,16 +124,19 @@ def linearize(kernel: UOp) -> UOp:
     opened = set(open_)
     # a node fits where all it runs in is open; but no IF may be open that it does not depend on (it would become conditional),
     # and a side effect runs exactly in its own loops (in another loop it would repeat)
-    fits = next((u for u in ready if u.op not in (Ops.RANGE, Ops.IF, Ops.END, Ops.ENDIF) and sc[u] <= opened
+    fits = next((u for u in ready if u.op not in (Ops.RANGE, Ops.IF, Ops.END, Ops.ENDIF) and u not in deferred and sc[u] <= opened
                  and (sc[u] == opened if _side_effect(u) else all(b in sc[u] for b in open_ if b.op is Ops.IF))), None)
     if fits is not None: emit(fits); continue
     if open_ and needs[open_[-1]] == 0 and closer[open_[-1]] in ready:  # nothing left runs inside the innermost block
       emit(closer[open_.pop()]); continue
-    start = [u for u in ready if u.op in (Ops.RANGE, Ops.IF) and sc[closer[u]] <= opened]
+    start = [u for u in ready if u.op in (Ops.RANGE, Ops.IF) and sc[closer[u]] <= opened
+             and all(i in ready for i in inits.get(u, ()) if i in deferred)]
     if not start: raise ValueError(f"linearize: no valid order; stuck with open blocks {[b.op.name for b in open_]} and "
                                    f"ready {[u.op.name for u in ready]}")
     # the deepest-nested first; among equals the block that closes earliest in dependency order, since later ones may need it
     best = max(start, key=lambda u: (len(sc[closer[u]]), -order[closer[u]]))
+    for i in inits.get(best, ()):
+      if i in deferred: deferred.remove(i); emit(i)
     emit(best); open_.append(best)
   linear = UOp(Ops.LINEAR, tuple(out))
   verify_between_stages(linear, "linear")

@@ -20,7 +20,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, NamedTuple
 
 from tinyspec.dtype import AddrSpace, DType, PtrDType, dtype_range, dtypes
 from tinyspec.uop.ops import AxisType, GroupOp, Ops
@@ -51,6 +51,29 @@ class _Graph:
     for u, i in self.linear.items():
       for opened in u.src[1:] if u.op is Ops.END else u.src[:1] if u.op is Ops.ENDIF else (): out.setdefault(opened, []).append(i)
     return out
+  @cached_property
+  def loops(self) -> dict[UOp, frozenset[UOp]]:
+    """For each entry of the root LINEAR, the RANGEs open where it runs."""
+    out: dict[UOp, frozenset[UOp]] = {}
+    now: frozenset[UOp] = frozenset()
+    for u in self.linear:
+      if u.op is Ops.END: now = now - set(u.src[1:])
+      out[u] = now
+      if u.op is Ops.RANGE: now = now | {u}
+    return out
+
+
+class Accumulation(NamedTuple):
+  """An accumulator's ordering node: its identity STOREs (`inits`) and the RANGEs it sums over."""
+  inits: tuple[UOp, ...]
+  ranges: tuple[UOp, ...]
+
+def accumulation(u: UOp) -> Accumulation | None:
+  """AFTER(REG buffer, init STOREs..., RANGEs...) is how linearize makes an accumulator's reads and writes inside its reduce
+  loops wait for its init; for that node, its inits and ranges, else None."""
+  if u.op is not Ops.AFTER or u.src[0].op is not Ops.BUFFER or u.src[0].addrspace is not AddrSpace.REG: return None
+  inits = tuple(s for s in u.src[1:] if s.op is Ops.STORE)
+  return Accumulation(inits, tuple(s for s in u.src[1:] if s.op is Ops.RANGE)) if inits else None
 
 
 # ---- predicates the tables use ----
@@ -107,6 +130,15 @@ def _tuple_use_ok(t: UOp, user: UOp) -> bool:
 
 def _closed_once(u: UOp, g: _Graph) -> bool:
   return len(ends := g.closers.get(u, [])) == 1 and ends[0] > g.linear.get(u, math.inf)
+
+def _accumulates_afresh(u: UOp, g: _Graph) -> bool:
+  """A STORE updating an accumulator runs, apart from its reduce ranges, only inside loops its init runs in too, and the
+  reduce ranges open after the init: a loop around the update but not the init would carry the sum over from one of its
+  iterations into the next, and an init inside a reduce range would restart the sum on each step."""
+  acc = accumulation(u.src[0].src[0] if u.src[0].op is Ops.INDEX else u.src[0])
+  if acc is None or u not in g.loops: return True
+  reduced = set(acc.ranges)
+  return all(g.loops[u] - reduced <= g.loops[i] and not g.loops[i] & reduced for i in acc.inits)
 
 def _in_order(u: UOp, g: _Graph) -> bool:
   return (i := g.linear.get(u)) is None or all(s is g.root or g.linear.get(s, math.inf) < i for s in u.src)
@@ -206,6 +238,8 @@ STAGE_RULES: dict[str, list[Rule]] = {
     (ALL, _in_order, "must come after all its sources in the LINEAR"),
     (_ops(Ops.RANGE), _closed_once, "must be closed by exactly one END after it in the LINEAR"),
     (_ops(Ops.IF), _closed_once, "must be closed by exactly one ENDIF after it in the LINEAR"),
+    (_ops(Ops.STORE), _accumulates_afresh, "updates an accumulator: every RANGE open here but its reduce ranges must be open at its init, "
+     "and no reduce range may be"),
     (_ops(Ops.REDUCE, Ops.FUNCTION, Ops.CALL, Ops.COPY), _never, "has no place in a linear program: it was lowered before"),
   ],
 }
