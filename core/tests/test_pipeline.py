@@ -190,3 +190,15 @@ def test_upcast_output_axis_with_a_reduction_shares_one_loop():
   bufs = [np.zeros(n * m, np.float32), an.reshape(-1), bn.reshape(-1)]
   Interpreter(lin)(bufs)
   np.testing.assert_allclose(bufs[0].reshape(n, m), an @ bn, rtol=1e-5)
+
+def test_kernel_and_schedule_caches_are_bounded_lru(monkeypatch):
+  monkeypatch.setenv("TINYSPEC_KERNEL_CACHE", "3")
+  monkeypatch.setenv("TINYSPEC_SCHEDULE_CACHE", "2")
+  R._kernels.clear(); R._schedules.clear()
+  for n in range(1, 11):
+    x = np.arange(n * 3, dtype=np.float32).reshape(n, 3)
+    np.testing.assert_array_equal(run(buf(x).reduce(Ops.ADD, (1,))).ravel(), x.sum(1))
+    assert len(R._kernels) <= 3 and len(R._schedules) <= 2
+  compiled = R.stats["kernels_compiled"]
+  run(buf(np.ones((10, 3), np.float32)).reduce(Ops.ADD, (1,)))  # the most recent shape: still cached
+  assert R.stats["kernels_compiled"] == compiled

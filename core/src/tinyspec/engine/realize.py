@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 import threading
 import weakref
+from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -99,7 +101,28 @@ def kernel_name(ast: UOp) -> str:
   kind = "r" if any(r.arg[1] in (AxisType.REDUCE, AxisType.GROUP_REDUCE, AxisType.UNROLL) for r in ranges) else "E"
   return "_".join([kind] + [str(r.src[0].arg[0]) if r.src[0].op is Ops.CONST else "n" for r in ranges])
 
-_kernels: dict[tuple[str, UOp], CompiledKernel] = {}
+class LRU(OrderedDict):
+  """A dict that keeps at most `$env` (else `default`) entries, forgetting the least recently used; `get` and `put` are safe
+  from several threads. Bounds the in-process caches, which would otherwise keep every kernel and schedule ever compiled
+  (and their device code)."""
+  def __init__(self, env: str, default: int):
+    super().__init__()
+    self.env, self.default, self.lock = env, default, threading.Lock()
+  @property
+  def maxsize(self) -> int: return max(1, int(os.environ.get(self.env, "") or self.default))
+  def get(self, key, default=None):
+    with self.lock:
+      if (value := super().get(key)) is None: return default
+      self.move_to_end(key)
+      return value
+  def put(self, key, value):
+    with self.lock:
+      self[key] = value
+      self.move_to_end(key)
+      while len(self) > self.maxsize: self.popitem(last=False)
+    return value
+
+_kernels = LRU("TINYSPEC_KERNEL_CACHE", 1024)
 stats = {"kernels_compiled": 0, "schedules_built": 0, "kernels_run": 0}
 
 def _show(stage: str, u: UOp):
@@ -126,7 +149,7 @@ def compile_kernel(ast: UOp, device: str) -> CompiledKernel:
   src = rt.renderer.render(name, linear)
   if DEBUG() >= 3: print(render_listing(linear))
   if DEBUG() >= 4: print(src)
-  out = _kernels[key] = CompiledKernel(name, rt.program(name, rt.compiler.compile_cached(src, name)), linear, src, *launch_dims(linear))
+  out = _kernels.put(key, CompiledKernel(name, rt.program(name, rt.compiler.compile_cached(src, name)), linear, src, *launch_dims(linear)))
   stats["kernels_compiled"] += 1
   return out
 
@@ -140,7 +163,7 @@ class CompiledSchedule:
   home: tuple[int, ...]
   devices: tuple[str, ...]   # per non-argument buffer
 
-_schedules: dict[tuple[UOp, str], CompiledSchedule] = {}
+_schedules = LRU("TINYSPEC_SCHEDULE_CACHE", 512)
 
 def _compile_schedule(fn: UOp, device: str) -> CompiledSchedule:
   sched = rangeify(fn)
@@ -225,7 +248,7 @@ def _call(orig: UOp, fn: UOp, i: int, device: str) -> UOp:
     for j, b in zip(group, realize(*(args[j] for j in group), device=dev)): args[j] = b
   call = UOp(Ops.CALL, (body, *args))
   verify_between_stages(call, "tensor")
-  if (cs := _schedules.get(key := (body, device))) is None: cs = _schedules[key] = _compile_schedule(call, device)
+  if (cs := _schedules.get(key := (body, device))) is None: cs = _schedules.put(key, _compile_schedule(call, device))
   if DEBUG() >= 1: print(f"*** {device:10s}  call {call_names.get(orig, 'function')}  ({len(args)} args, {len(cs.steps)} steps)")
   bufs = _run(cs, [_buffers[a] for a in args])
   done = _call_results[orig] = tuple(buffer_uop(v.shape, bufs[o]) if o >= len(args) else args[o] for v, o in zip(body.src, cs.sched.outputs))
@@ -257,7 +280,7 @@ def realize(*uops: UOp, device: str | tuple[str, ...] | None = None) -> tuple[UO
   if any(type(n.arg[2]) is tuple if n.op is Ops.BUFFER else n.op is Ops.COPY and type(n.arg) is tuple for n in nodes):
     return _realize_multi(uops, device)
   fn = callify(*todo, nodes=nodes)
-  if (cs := _schedules.get(key := (fn.src[0], device))) is None: cs = _schedules[key] = _compile_schedule(fn, device)
+  if (cs := _schedules.get(key := (fn.src[0], device))) is None: cs = _schedules.put(key, _compile_schedule(fn, device))
   bufs = _run(cs, [_buffers[a] for a in fn.src[1:]])
   results = iter(buffer_uop(u.shape, bufs[o]) if o >= cs.sched.n_args else fn.src[1 + o] for u, o in zip(todo, cs.sched.outputs))
   return tuple(u if u.op is Ops.BUFFER else next(results) for u in uops)

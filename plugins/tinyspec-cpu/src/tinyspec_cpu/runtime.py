@@ -98,7 +98,8 @@ class CPUCompiler(Compiler):
     try:
       header = src.split("\n", 1)[0]
       KernelInfo.parse(src)
-      mod = llvm.parse_assembly(src)
+      mod = llvm.parse_assembly(src, context=llvm.create_context())  # a context of its own: the global one would keep every
+      # kernel's constants and types for the life of the process
       mod.verify()
     except (RuntimeError, ValueError, KeyError) as e: raise CompileError(self.name, str(e), src) from None
     kernel = next(fn for fn in mod.functions if not fn.is_declaration)
@@ -135,7 +136,7 @@ class CPUProgram(Program):
     super().__init__(name, binary)
     header, symbol, obj = binary.split(b"\n", 2)
     self.info, self.runtime = KernelInfo.parse(header.decode()), runtime
-    addr = runtime.load(symbol.decode(), obj)
+    self.engine, addr = runtime.load(symbol.decode(), obj)  # the engine lives as long as a program loaded into it
     info = self.info
     args = [ctypes.c_void_p] * len(info.buffers) + [ctypes.c_int64] * len(info.variables) + [ctypes.c_void_p] * bool(info.partials)
     self.fn = ctypes.CFUNCTYPE(None, *args, *[ctypes.c_int64] * (2 * (info.split is not None)))(addr)
@@ -158,22 +159,33 @@ class CPUProgram(Program):
         self.fn(*args, self.cores, self.cores)
     return time.perf_counter() - st if wait else None
 
+OBJECTS_PER_ENGINE = 64
+"""How many object files one MCJIT engine takes before the next program starts a new engine. MCJIT cannot unload an
+object, so an engine's code is freed only with the engine: once the kernel cache has let go of every program in it."""
+
 class CPURuntime(Runtime):
-  """The opened CPU device. All its programs live in one MCJIT engine; kernels run synchronously, so there is nothing
-  to wait for."""
+  """The opened CPU device. Programs are loaded into MCJIT engines, each holding up to `OBJECTS_PER_ENGINE` of them and
+  freed with the last; kernels run synchronously, so there is nothing to wait for."""
   def __init__(self, name: str):
     h = host()
     self.threads = thread_count()
     super().__init__(name, CPURenderer(self.threads, h), CPUCompiler(h), HostAllocator())
-    self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), h.target_machine())
+    self.host, self.engine, self.loaded = h, self._new_engine(h), 0
     self.lock = threading.Lock()
     self.pool: ThreadPoolExecutor | None = None
     self.pool_pid = 0
 
-  def load(self, symbol: str, obj: bytes) -> int:
-    """The address of `symbol`, adding the object file that defines it to the JIT unless it is there already."""
+  @staticmethod
+  def _new_engine(h: Host) -> llvm.ExecutionEngine:
+    return llvm.create_mcjit_compiler(llvm.parse_assembly(""), h.target_machine())  # the engine owns its target machine
+
+  def load(self, symbol: str, obj: bytes) -> tuple[llvm.ExecutionEngine, int]:
+    """The engine holding `symbol` and its address, adding the object file that defines it to the current engine unless it
+    is there already."""
     with self.lock:
       if not (addr := self.engine.get_function_address(symbol)):
+        if self.loaded >= OBJECTS_PER_ENGINE: self.engine, self.loaded = self._new_engine(self.host), 0
+        self.loaded += 1
         objfile = llvm.ObjectFileRef.from_data(obj)
         # the JIT would leave a call to a function this process lacks as a jump to address 0: refuse such code instead
         if missing := [s for s in _undefined_symbols(objfile) if not llvm.address_of_symbol(s)]:
@@ -182,7 +194,7 @@ class CPURuntime(Runtime):
         self.engine.finalize_object()
         addr = self.engine.get_function_address(symbol)
       if not addr: raise RuntimeError(f"the CPU JIT did not find {symbol} in its object file")
-      return addr
+      return self.engine, addr
 
   def program(self, name: str, binary: bytes) -> Program: return CPUProgram(name, binary, self)
 
