@@ -65,8 +65,8 @@ def test_same_results_on_one_and_two_threads(monkeypatch):
   for threads in (1, 2):
     monkeypatch.setenv(cpu.THREADS_ENV, str(threads))
     monkeypatch.setattr(cpu, "MIN_WORK_PER_THREAD", 1000)
-    monkeypatch.setattr(realize, "_kernels", {})  # compile again for the new runtime
-    monkeypatch.setattr(realize, "_schedules", {})
+    monkeypatch.setattr(realize, "_kernels", realize.LRU("TINYSPEC_KERNEL_CACHE", 1024))  # compile again for the new runtime
+    monkeypatch.setattr(realize, "_schedules", realize.LRU("TINYSPEC_SCHEDULE_CACHE", 512))
     monkeypatch.setattr(Device, "_opened", {})
     assert Device["CPU"].threads == threads
     a, b = Tensor(x, device="CPU"), Tensor(y, device="CPU")
