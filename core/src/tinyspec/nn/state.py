@@ -10,14 +10,21 @@ safe_save / safe_load implement the safetensors format (https://huggingface.co/d
             "__metadata__": {str: str}. Written padded with spaces to a multiple of 8 bytes.
   the rest  the tensors' bytes, row-major and little-endian; offsets count from the first byte after the header, and the
             tensors cover this part exactly (no gaps, no overlaps).
-A file is checked in full before any tensor is made, so a bad one raises a SafetensorsError and loads nothing."""
+Loading checks the header and every tensor's dtype, shape and place against the file's size before reading any data, so a
+bad file (cut short, padded, or malformed in any way) raises a SafetensorsError naming the problem and loads nothing; a good
+one is memory-mapped, not read whole. Saving writes a temporary file beside the target and renames it into place, so a save
+that fails leaves the old file as it was."""
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import math
 import os
+import secrets
+import stat
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -88,9 +95,8 @@ def _raw_dtype(dt: DType) -> np.dtype:
   """The little-endian numpy dtype of a tensor's bytes in the file (bfloat16's raw bits are uint16)."""
   return (np.dtype(np.uint16) if dt == dtypes.bfloat16 else np.dtype(dt.np)).newbyteorder("<")
 
-def safe_save(tensors: dict[str, Tensor], path: str | os.PathLike, metadata: dict[str, str] | None = None) -> None:
-  """Write `tensors` (name -> Tensor) to a safetensors file, with optional `metadata` (str -> str). The data is laid out
-  largest itemsize first, then by name, so with the 8-byte-padded header every tensor starts aligned to its itemsize."""
+def _check_save(tensors: dict[str, Tensor], metadata: dict[str, str] | None) -> None:
+  """Refuse what a safetensors file cannot hold, before anything is computed or written."""
   if metadata is not None and not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
     raise SafetensorsError("safe_save: metadata must map str to str")
   for k, t in tensors.items():
@@ -98,81 +104,153 @@ def safe_save(tensors: dict[str, Tensor], path: str | os.PathLike, metadata: dic
       raise SafetensorsError(f"safe_save: a tensor name must be a str other than '__metadata__', got {k!r}")
     if not isinstance(t, Tensor): raise SafetensorsError(f"safe_save: {k!r} is a {type(t).__name__}, not a Tensor")
     if t.dtype not in _ST_NAMES: raise SafetensorsError(f"safe_save: {k!r} has dtype {t.dtype}, which safetensors cannot store")
+
+def _sync_dir(directory: str) -> None:
+  """Make a rename in `directory` durable. Windows cannot open a directory to sync it, and some filesystems refuse (EINVAL,
+  ENOTSUP) or deny reading a directory one may write to (EACCES): the file's own bytes are synced already, so those are skipped."""
+  if not hasattr(os, "O_DIRECTORY"): return
+  try:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try: os.fsync(fd)
+    finally: os.close(fd)
+  except OSError as e:
+    if e.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EACCES, errno.EPERM): raise
+
+def safe_save(tensors: dict[str, Tensor], path: str | os.PathLike, metadata: dict[str, str] | None = None) -> None:
+  """Write `tensors` (name -> Tensor) to a safetensors file, with optional `metadata` (str -> str). The data is laid out
+  largest itemsize first, then by name, so with the 8-byte-padded header every tensor starts aligned to its itemsize.
+
+  The file is replaced whole or not at all: the bytes go to a temporary file beside it, which is synced to disk and then
+  renamed over `path` (a symlink's target is replaced, the link kept; an existing file's permissions are kept). If anything
+  fails (invalid input, a full disk, an interrupt) the temporary file is removed and the old file at `path` is untouched."""
+  _check_save(tensors, metadata)
+  target = os.path.realpath(path)
+  if os.path.isdir(target): raise IsADirectoryError(errno.EISDIR, "safe_save: cannot replace a directory with a file", str(path))
   Tensor.realize(*tensors.values())
   header: dict[str, Any] = {"__metadata__": metadata} if metadata else {}
-  blobs, offset = [], 0
-  for k in sorted(tensors, key=lambda k: (-tensors[k].dtype.itemsize, k)):
-    t = tensors[k]
-    raw = np.ascontiguousarray(t.numpy(), dtype=_raw_dtype(t.dtype)).tobytes()  # bfloat16's numpy() is its raw bits already
-    header[k] = {"dtype": _ST_NAMES[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + len(raw)]}
-    blobs.append(raw)
-    offset += len(raw)
+  order, offset = sorted(tensors, key=lambda k: (-tensors[k].dtype.itemsize, k)), 0
+  for k in order:
+    t, size = tensors[k], math.prod(tensors[k].shape) * tensors[k].dtype.itemsize
+    header[k] = {"dtype": _ST_NAMES[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + size]}
+    offset += size
   text = json.dumps(header, separators=(",", ":")).encode()
   text += b" " * (-len(text) % 8)
-  with open(path, "wb") as f:
-    f.write(len(text).to_bytes(8, "little"))
-    f.write(text)
-    for b in blobs: f.write(b)
+  directory = os.path.dirname(target)
+  mode = stat.S_IMODE(os.stat(target).st_mode) if os.path.exists(target) else None
+  tmp = os.path.join(directory, f".{os.path.basename(target)}.{secrets.token_hex(8)}.tmp")
+  # O_EXCL: never reuse a file someone else made; 0o666 lets the umask decide a new file's permissions, as open() would
+  fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+  try:
+    with os.fdopen(fd, "wb") as f:
+      if mode is not None: os.chmod(tmp, mode)
+      f.write(len(text).to_bytes(8, "little"))
+      f.write(text)
+      for k in order:  # one tensor's bytes in memory at a time; bfloat16's numpy() is its raw bits already
+        f.write(np.ascontiguousarray(tensors[k].numpy(), dtype=_raw_dtype(tensors[k].dtype)).data)
+      f.flush()
+      os.fsync(f.fileno())  # the bytes are on disk before the name points at them: a crash after the rename finds a whole file
+    os.replace(tmp, target)
+  except BaseException:
+    with contextlib.suppress(OSError): os.unlink(tmp)  # the error that stopped the save is the one to report
+    raise
+  _sync_dir(directory)
+
+def _show(x: Any) -> str:
+  """repr(x), cut short: a hostile header's values can be megabytes long."""
+  return r if len(r := repr(x)) <= 80 else r[:77] + "..."
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-  if len(keys := [k for k, _ in pairs]) != len(set(keys)): raise SafetensorsError(f"bad header: a name appears twice ({keys})")
-  return dict(pairs)
+  """json's object hook: a JSON object as a dict, refusing a key given twice (json alone would keep the last silently)."""
+  out: dict[str, Any] = {}
+  for k, v in pairs:
+    if k in out: raise SafetensorsError(f"bad header: the key {_show(k)} appears twice in one object")
+    out[k] = v
+  return out
 
-def _parse(data: bytes | memoryview, what: str) -> tuple[dict[str, tuple[DType, tuple[int, ...], int, int]], dict[str, str], int]:
-  """Check a whole safetensors file: ({name: (dtype, shape, begin, end)} with absolute byte offsets, metadata, data start)."""
-  if len(data) < 8: raise SafetensorsError(f"{what}: truncated: {len(data)} bytes, shorter than the 8-byte header length")
-  n = int.from_bytes(data[:8], "little")
+_Entries = dict[str, tuple[DType, tuple[int, ...], int, int]]
+
+def _layout(read: Callable[[int, int], bytes], size: int, what: str) -> tuple[_Entries, dict[str, str]]:
+  """Check a safetensors file of `size` bytes from its header alone, read with read(offset, count): ({name: (dtype, shape,
+  begin, end)} with absolute byte offsets, metadata). Every tensor's place is checked against `size`, so a file that is
+  cut short or padded is refused without reading any of its data."""
+  if size == 0: raise SafetensorsError(f"{what}: empty file: 0 bytes, not even the 8-byte header length")
+  if size < 8: raise SafetensorsError(f"{what}: truncated: {size} bytes, shorter than the 8-byte header length")
+  n = int.from_bytes(read(0, 8), "little")
+  if n == 0: raise SafetensorsError(f"{what}: bad header: its length is 0; even an empty header is the 2 bytes {{}}")
   if n > _MAX_HEADER: raise SafetensorsError(f"{what}: bad header: its length {n} is over the limit of {_MAX_HEADER} bytes")
-  if 8 + n > len(data): raise SafetensorsError(f"{what}: truncated: the header says {n} bytes but only {len(data) - 8} follow")
-  try: header = json.loads(bytes(data[8:8 + n]).decode("utf-8"), object_pairs_hook=_no_duplicates)
-  except (UnicodeDecodeError, json.JSONDecodeError) as e: raise SafetensorsError(f"{what}: bad header: not UTF-8 JSON ({e})") from None
+  if 8 + n > size: raise SafetensorsError(f"{what}: truncated: the header says {n} bytes but only {size - 8} follow")
+  try: text = read(8, n).decode("utf-8")
+  except UnicodeDecodeError as e: raise SafetensorsError(f"{what}: bad header: not UTF-8 ({e})") from None
+  try: header = json.loads(text, object_pairs_hook=_no_duplicates)
+  except RecursionError: raise SafetensorsError(f"{what}: bad header: its JSON is nested too deeply") from None
+  except SafetensorsError as e: raise SafetensorsError(f"{what}: {e}") from None
+  except ValueError as e: raise SafetensorsError(f"{what}: bad header: not valid JSON ({e})") from None  # also over-long int literals
   if not isinstance(header, dict): raise SafetensorsError(f"{what}: bad header: a JSON object expected, got {type(header).__name__}")
-  meta = header.pop("__metadata__", None) or {}
+  meta = header.pop("__metadata__", None)
+  if meta is None: meta = {}  # the reference reads null as no metadata
   if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
-    raise SafetensorsError(f"{what}: bad header: __metadata__ must be an object of strings")
-  size, out = len(data) - 8 - n, {}
+    raise SafetensorsError(f"{what}: bad header: __metadata__ must be an object of strings, got {_show(meta)}")
+  data_size, out = size - 8 - n, {}
   for k, info in header.items():
-    if not isinstance(info, dict) or not {"dtype", "shape", "data_offsets"} <= set(info):  # other keys are ignored, as the reference does
-      raise SafetensorsError(f"{what}: bad header: {k!r} needs the keys dtype, shape and data_offsets, got {info!r}")
-    if (dt := _ST_DTYPES.get(info["dtype"])) is None:
-      raise SafetensorsError(f"{what}: bad header: {k!r} has dtype {info['dtype']!r}; known: {', '.join(_ST_DTYPES)}")
+    if not isinstance(info, dict):
+      raise SafetensorsError(f"{what}: bad header: {_show(k)} must be an object with dtype, shape and data_offsets, got {_show(info)}")
+    if missing := [key for key in ("dtype", "shape", "data_offsets") if key not in info]:  # other keys are ignored, as the reference does
+      raise SafetensorsError(f"{what}: bad header: {_show(k)} needs the keys dtype, shape and data_offsets; it lacks {', '.join(missing)}")
+    if not isinstance(info["dtype"], str) or (dt := _ST_DTYPES.get(info["dtype"])) is None:
+      raise SafetensorsError(f"{what}: bad header: {_show(k)} has dtype {_show(info['dtype'])}; known: {', '.join(_ST_DTYPES)}")
     shape, offs = info["shape"], info["data_offsets"]
     if not isinstance(shape, list) or not all(type(s) is int and s >= 0 for s in shape):
-      raise SafetensorsError(f"{what}: bad header: {k!r} has shape {shape!r}, not a list of non-negative ints")
+      raise SafetensorsError(f"{what}: bad header: {_show(k)} has shape {_show(shape)}, not a list of non-negative ints")
+    try: np.broadcast_to(np.empty((), np.uint8), shape)  # numpy's limits on the number and size of dimensions, without allocating
+    except ValueError as e:
+      raise SafetensorsError(f"{what}: bad header: {_show(k)} has shape {_show(shape)}, which no array can have ({e})") from None
     if not isinstance(offs, list) or len(offs) != 2 or not all(type(o) is int for o in offs) or not 0 <= offs[0] <= offs[1]:
-      raise SafetensorsError(f"{what}: bad header: {k!r} has data_offsets {offs!r}, not [begin, end] with 0 <= begin <= end")
-    if offs[1] > size: raise SafetensorsError(f"{what}: data_offsets {offs} of {k!r} are out of range: the data is {size} bytes (truncated?)")
+      raise SafetensorsError(f"{what}: bad header: {_show(k)} has data_offsets {_show(offs)}, not two ints [begin, end] with 0 <= begin <= end")
+    if offs[1] > data_size:
+      raise SafetensorsError(f"{what}: data_offsets {offs} of {_show(k)} are out of range: the data is {data_size} bytes (truncated?)")
     if (want := math.prod(shape) * dt.itemsize) != offs[1] - offs[0]:
-      raise SafetensorsError(f"{what}: {k!r} of shape {tuple(shape)} and dtype {info['dtype']} needs {want} bytes, its data_offsets {offs} give "
-                             f"{offs[1] - offs[0]}")
+      raise SafetensorsError(f"{what}: {_show(k)} of shape {tuple(shape)} and dtype {info['dtype']} needs {want} bytes, its data_offsets {offs} "
+                             f"give {offs[1] - offs[0]}")
     out[k] = (dt, tuple(shape), 8 + n + offs[0], 8 + n + offs[1])
   pos = 8 + n  # the tensors must tile the data exactly, as the reference loader requires
   for k, (_, _, b, e) in sorted(out.items(), key=lambda kv: kv[1][2:]):
     if b != pos:
-      raise SafetensorsError(f"{what}: data_offsets of {k!r} start at {b - 8 - n}, expected {pos - 8 - n} ({'overlap' if b < pos else 'gap'})")
+      raise SafetensorsError(f"{what}: data_offsets of {_show(k)} start at {b - 8 - n}, expected {pos - 8 - n} ({'overlap' if b < pos else 'gap'})")
     pos = e
-  if pos != len(data): raise SafetensorsError(f"{what}: {len(data) - pos} bytes after the last tensor belong to none")
-  return out, meta, 8 + n
+  if pos != size: raise SafetensorsError(f"{what}: {size - pos} bytes after the last tensor belong to none")
+  return out, meta
 
-def _read(path: str | os.PathLike | bytes) -> tuple[bytes, str]:
-  if isinstance(path, (bytes, bytearray)): return bytes(path), "safetensors data"
-  with open(path, "rb") as f: return f.read(), str(path)
+def _open(path: str | os.PathLike | bytes, mapped: bool) -> tuple[_Entries, dict[str, str], np.ndarray | None]:
+  """Check a safetensors file (or its bytes) from its header and size: (entries, metadata, and with `mapped` the whole file as
+  uint8, a memory map of it for a path). The map is made from the file the header was read from, after the check."""
+  if isinstance(path, (bytes, bytearray)):
+    data = bytes(path)
+    entries, meta = _layout(lambda o, k: data[o:o + k], len(data), "safetensors data")
+    return entries, meta, np.frombuffer(data, np.uint8) if mapped else None
+  what = os.fsdecode(path)
+  if stat.S_ISDIR(mode := os.stat(path).st_mode): raise SafetensorsError(f"{what}: a directory, not a safetensors file")
+  if not stat.S_ISREG(mode): raise SafetensorsError(f"{what}: not a regular file")  # a pipe or a device has no size to check against
+  with open(path, "rb") as f:
+    def read(offset: int, count: int) -> bytes:
+      f.seek(offset)
+      return f.read(count)
+    entries, meta = _layout(read, size := os.fstat(f.fileno()).st_size, what)
+    return entries, meta, np.memmap(f, np.uint8, mode="r", shape=(size,)) if mapped else None
 
 def safe_load_metadata(path: str | os.PathLike | bytes) -> dict[str, str]:
-  """The __metadata__ of a safetensors file (empty if it has none). `path` may also be the file's bytes."""
-  data, what = _read(path)
-  return _parse(data, what)[1]
+  """The __metadata__ of a safetensors file (empty if it has none). `path` may also be the file's bytes. Only the header is
+  read, but the whole layout is checked against the file's size."""
+  return _open(path, mapped=False)[1]
 
 def safe_load(path: str | os.PathLike | bytes, device: str | None = None) -> dict[str, Tensor]:
   """The tensors of a safetensors file (or of its bytes) as {name: Tensor} on `device` (default Device.DEFAULT), in file
-  order. The file is checked in full first: a bad one raises SafetensorsError and makes no tensor."""
-  data, what = _read(path)
-  entries = _parse(data, what)[0]
-  out = {}
-  for k, (dt, shape, b, _) in entries.items():
-    raw = np.frombuffer(data, dtype=_raw_dtype(dt if dt != dtypes.bool else dtypes.uint8), count=math.prod(shape), offset=b).reshape(shape)
-    if dt == dtypes.bfloat16: out[k] = Tensor._from_uop(engine.from_numpy(raw, dt, home := Device.canonicalize(device or Device.DEFAULT)), home)
-    else: out[k] = Tensor(raw != 0 if dt == dtypes.bool else raw, device=device, dtype=dt)  # any nonzero byte is true
+  order. The header is checked against the file's size first: a bad file raises SafetensorsError having read nothing past
+  its header and made no tensor. The file is then memory-mapped and each tensor copied from the map to the device."""
+  entries, _, data = _open(path, mapped=True)
+  home, out = Device.canonicalize(device or Device.DEFAULT), {}
+  for k, (dt, shape, b, e) in entries.items():
+    raw = data[b:e].view(_raw_dtype(dt if dt != dtypes.bool else dtypes.uint8)).reshape(shape)
+    out[k] = Tensor._from_uop(engine.from_numpy(raw != 0 if dt == dtypes.bool else raw, dt, home), home)  # any nonzero byte is true
   return out
 
 
