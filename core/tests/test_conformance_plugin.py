@@ -49,9 +49,10 @@ def test_configure_checks_the_option_up_front():
 
 def test_capabilities_of_the_python_device():
   caps = Capabilities.of("PYTHON")
-  assert caps.dtypes == frozenset(TENSOR_DTYPES) - {dtypes.bfloat16}  # numpy has no bfloat16 arithmetic
+  assert caps.dtypes == frozenset(TENSOR_DTYPES)  # bfloat16 too, computed in float32 and rounded
   assert caps.has_local and caps.has_shared and caps.tensor_cores == () and caps.threads == 1 and caps.vector_widths == (1,)
-  assert caps.summary().startswith("dtypes bool int8 int16 int32 int64 uint8 uint16 uint32 uint64 float16 float32 float64; native -; local True")
+  dts = "bool int8 int16 int32 int64 uint8 uint16 uint32 uint64 float16 bfloat16 float32 float64"
+  assert caps.summary().startswith(f"dtypes {dts}; native -; local True")
 
 def test_skips_name_the_missing_capability():
   caps = Capabilities("MYDEV", frozenset({dtypes.float32}), frozenset(), False, False, (), 1, (1,))
@@ -100,7 +101,8 @@ def test_a_third_party_device_runs_the_suite_and_skips_what_it_lacks(tmp_path):
          "--tinyspec-device=fake", "-k", "test_kernels or (test_dtypes and float64)", "-rs"]
   out = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
   assert out.returncode == 0, out.stdout + out.stderr
-  assert "tinyspec device: FAKE (dtypes bool int8 int16 int32 int64 uint8 uint16 uint32 uint64 float16 float32; native -; local False" in out.stdout
+  dts = "bool int8 int16 int32 int64 uint8 uint16 uint32 uint64 float16 bfloat16 float32"  # no float64
+  assert f"tinyspec device: FAKE (dtypes {dts}; native -; local False" in out.stdout
   assert "device FAKE does not support workgroups (its renderer's has_local is False)" in out.stdout
   assert "device FAKE does not support dtype float64" in out.stdout
   assert " passed" in out.stdout.splitlines()[-1] and " skipped" in out.stdout.splitlines()[-1]

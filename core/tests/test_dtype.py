@@ -7,7 +7,19 @@ import pickle
 
 import numpy as np
 import pytest
-from tinyspec.dtype import AddrSpace, DType, PtrDType, dtype_range, dtypes, finite_max, least_upper_dtype, to_dtype
+from tinyspec.dtype import (
+  AddrSpace,
+  DType,
+  PtrDType,
+  bf16_from_bits,
+  bf16_round,
+  bf16_to_bits,
+  dtype_range,
+  dtypes,
+  finite_max,
+  least_upper_dtype,
+  to_dtype,
+)
 
 # name: (itemsize, min, max, numpy dtype or None)
 TABLE = {
@@ -184,3 +196,39 @@ def test_promotion_matches_torch():
     assert getattr(torch, least_upper_dtype(a, b).name) == want, (a, b)
     checked += 1
   assert checked >= 60
+
+# ---- bfloat16 rounding and bits ----
+
+# (value, its bfloat16): ties go to the even neighbour, subnormals are 2**-133 apart, past the largest bfloat16 is infinity
+BF16_CASES = [(1 + 2**-8, 1.0), (1 + 3 * 2**-8, 1 + 2**-6), (1 + 2**-8 + 2**-23, 1 + 2**-7), (-1 - 2**-8, -1.0), (257.0, 256.0),
+              (2.0**-133, 2.0**-133), (2.0**-134, 0.0), (-2.0**-134, -0.0), (3 * 2.0**-134, 2.0**-132), (2.0**-126 - 2.0**-134, 2.0**-126),
+              ((2 - 2**-7) * 2.0**127, (2 - 2**-7) * 2.0**127), ((2 - 2**-8) * 2.0**127, math.inf), (-3.4e38, -math.inf), (math.inf, math.inf)]
+
+@pytest.mark.parametrize("x, want", BF16_CASES)
+def test_bf16_round_by_hand(x, want):
+  got = bf16_round(np.float32(x))
+  assert got.dtype == np.float32 and got == want and math.copysign(1, got) == math.copysign(1, want)
+
+def test_bf16_round_keeps_nan_and_rounds_a_double_once():
+  assert np.isnan(bf16_round(math.nan)) and np.isnan(bf16_round(np.array(0x7F800001, np.uint32).view(np.float32)))  # a nan, however small its payload
+  # 1 + 2**-8 + 2**-30 is just above a tie: rounded once it goes up; through float32 it lands on the tie and goes down
+  assert bf16_round(1 + 2**-8 + 2**-30) == 1 + 2**-7 and bf16_round(np.float32(1 + 2**-8 + 2**-30)) == 1.0
+
+def test_bf16_round_matches_torch():
+  torch = pytest.importorskip("torch")
+  g = np.random.default_rng(0)
+  x = np.concatenate([g.integers(0, 2**32, 200_000, dtype=np.uint64).astype(np.uint32).view(np.float32),  # every exponent, subnormals too
+                      (g.standard_normal(50_000) * 100).astype(np.float32), np.arange(-2000, 2000, dtype=np.float32)])
+  want = torch.from_numpy(x).to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
+  got = bf16_to_bits(bf16_round(x))
+  nan = np.isnan(x)
+  np.testing.assert_array_equal(got[~nan], want[~nan])
+  assert np.isnan(bf16_from_bits(got[nan])).all()
+
+def test_bf16_bits_round_trip():
+  bits = np.arange(2**16, dtype=np.uint32).astype(np.uint16)
+  vals = bf16_from_bits(bits)
+  np.testing.assert_array_equal(vals.view(np.uint32), bits.astype(np.uint32) << 16)  # the widening is exact: every bit kept
+  np.testing.assert_array_equal(bf16_to_bits(vals), bits)
+  np.testing.assert_array_equal(bf16_round(vals[~np.isnan(vals)]), vals[~np.isnan(vals)])  # every bfloat16 is its own rounding
+  assert bf16_from_bits(bits.view(np.int16)).dtype == np.float32 and bf16_to_bits(np.float32(-2.0)) == 0xC000

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from tinyspec.conformance.builders import ZERO, after, barrier, end, f32, i32, load, local, lower, param, special, store, workgroup_tree_sum
 from tinyspec.device import Buffer, Device
-from tinyspec.dtype import AddrSpace, dtypes
+from tinyspec.dtype import AddrSpace, bf16_round, bf16_to_bits, dtypes
 from tinyspec.interpreter.run import Interpreter
 from tinyspec.uop import AxisType, Ops, UOp, verify
 
@@ -287,6 +287,66 @@ def test_casts_and_bitcast():
   assert out.tolist() == [1, -1, 2, 0, 1000000000, 0]  # toward zero
   np.testing.assert_array_equal(bits, x.view(np.int32))
   with np.errstate(over="ignore"): np.testing.assert_array_equal(half, x.astype(np.float16))  # 1e9 is inf in half
+
+# ---- bfloat16: computed in float32, rounded to nearest even after every op; its buffers hold the raw 16 bits ----
+
+bf16 = dtypes.bfloat16
+def bits(x) -> np.ndarray: return bf16_to_bits(bf16_round(np.asarray(x, np.float32)))  # values as the bfloat16 bits a buffer holds
+
+def test_bfloat16_rounds_after_every_op():
+  a, b = (rng.standard_normal(6) * 100).astype(np.float32), rng.standard_normal(6).astype(np.float32)
+  a[0], b[0] = 1 + 2**-7, 1 - 2**-8  # the product, 1 + 2**-8 - 2**-15, rounds to 1; then 2 + 2**-7 is a tie, and goes to 2
+  out = run(binary_loop(bf16, bf16, lambda x, y: x * y + x), np.zeros(6, np.uint16), bits(a), bits(b))[0]
+  fa, fb = bf16_round(a), bf16_round(b)
+  assert out.dtype == np.uint16 and out[0] == bits(2.0)  # (rounded once, a * b + a would be 2 + 2**-6)
+  np.testing.assert_array_equal(out, bits(bf16_round(fa * fb) + fa))  # the product rounded, then the sum
+  # ties go to the even neighbour: 1 + 2**-8 is halfway between 1 and 1 + 2**-7, 257 between 256 and 258
+  one, tie = np.array([1, -1, 256, 258, 1, 2.0**-133], np.float32), np.array([2**-8, -2**-8, 1, 1, 3 * 2**-8, 2.0**-133], np.float32)
+  got = run(binary_loop(bf16, bf16, lambda x, y: x + y), np.zeros(6, np.uint16), bits(one), bits(tie))[0]
+  np.testing.assert_array_equal(got, bits([1, -1, 256, 260, 1 + 2**-6, 2.0**-132]))
+
+def test_bfloat16_casts():
+  g = special("gidx0", 7)
+  f = load(param(1, 7, f32), g)
+  h = f.cast(bf16)
+  lin = lower(store(param(0, 7, bf16), g, h), store(param(2, 7, f32), g, h.cast(f32)), store(param(3, 7, i32), g, h.cast(i32)),
+              store(param(4, 7, dtypes.float16), g, h.cast(dtypes.float16)), store(param(5, 7, bf16), g, load(param(6, 7, i32), g).cast(bf16)),
+              store(param(7, 7, bf16), g, load(param(8, 7, dtypes.float64), g).cast(bf16)))
+  x = np.array([1 + 2**-8, 1 + 2**-8 + 2**-23, -2.5e-41, 3.4e38, -np.inf, np.nan, 65536 * 3 / 2], np.float32)
+  big = np.array([2**25 + 2**17 + 1, 2**24 + 1, -7, 2**31 - 1, 0, 1, -2**31], np.int32)
+  d = np.array([1 + 2**-8 + 2**-30, 1 + 2**-8, -3.0, 1e300, 1e-300, -0.0, np.nan])
+  out, _, wide, ints, half, from_int, _, from_double, _ = run(lin, np.zeros(7, np.uint16), x, np.zeros(7, np.float32), np.zeros(7, np.int32),
+                                                               np.zeros(7, np.float16), np.zeros(7, np.uint16), big, np.zeros(7, np.uint16), d)
+  np.testing.assert_array_equal(out, [0x3F80, 0x3F81, 0x8000, 0x7F80, 0xFF80, 0x7FC0, 0x47C0])  # ties to even, -0, inf, nan
+  np.testing.assert_array_equal(wide, [1, 1 + 2**-7, -0.0, np.inf, -np.inf, np.nan, 98304])  # bfloat16 -> float32 is exact
+  assert ints.tolist() == [1, 1, 0, ints[3], ints[4], 0, 98304] and half.tolist()[:2] == [1, 1.0078125] and half[6] == np.inf
+  # ints through float32: 2**25 + 2**17 + 1 becomes 2**25 + 2**17, a tie that goes down (rounding once would go up)
+  np.testing.assert_array_equal(from_int, bits([2**25, 2**24, -7, 2**31, 0, 1, -2**31]))
+  # a float64 is rounded once: 1 + 2**-8 + 2**-30 is above the tie (through float32 it would be on it)
+  np.testing.assert_array_equal(from_double, [0x3F81, 0x3F80, 0xC040, 0x7F80, 0x0000, 0x8000, 0x7FC0])
+
+def test_bfloat16_bitcasts_keep_every_bit():
+  raw = np.array([0x3F80, 0x8000, 0x7F81, 0xFFC1, 0x0001, 0x7F7F], np.uint16)  # 1, -0, a signalling and a negative nan, tiny, max
+  g = special("gidx0", 6)
+  v = load(param(1, 6, dtypes.int16), g).bitcast(bf16)
+  h = load(param(5, 6, dtypes.float16), g).bitcast(bf16)
+  lin = lower(store(param(0, 6, bf16), g, v), store(param(2, 6, dtypes.uint16), g, v.bitcast(dtypes.uint16)),
+              store(param(3, 6, f32), g, v.cast(f32)), store(param(4, 6, dtypes.int16), g, h.bitcast(dtypes.int16)))
+  halves = np.array([1.0, -2.0, 0.5, np.inf, 65504.0, -0.0], np.float16)
+  out, _, back, wide, from_half, _ = run(lin, np.zeros(6, np.uint16), raw.view(np.int16), np.zeros(6, np.uint16), np.zeros(6, np.float32),
+                                         np.zeros(6, np.int16), halves)
+  np.testing.assert_array_equal(out, raw)
+  np.testing.assert_array_equal(back, raw)
+  np.testing.assert_array_equal(wide.view(np.uint32), raw.astype(np.uint32) << 16)
+  np.testing.assert_array_equal(from_half, halves.view(np.int16))
+
+def test_bfloat16_sum_rounds_each_step_in_order():
+  # 1 + 2**-8 rounds back to 1 every time: in order the sum stays 1 (summing first and rounding once would give 1 + 2**-6)
+  r = UOp.range(5, 0, AxisType.REDUCE)
+  for op, want in ((Ops.ADD, 1.0), (Ops.MAX, 1.0)):
+    lin = lower(store(param(0, 1, bf16), ZERO, UOp(Ops.REDUCE, (load(param(1, 5, bf16), r), r), (op, ()))))
+    assert loop_positions(lin) <= Interpreter(lin).sequential if op is Ops.ADD else not Interpreter(lin).sequential  # max is exact in any order
+    np.testing.assert_array_equal(run(lin, np.zeros(1, np.uint16), bits([1, 2**-8, 2**-8, 2**-8, 2**-8]))[0], bits([want]))
 
 # ---- variables ----
 

@@ -13,7 +13,7 @@ from tinyspec.engine.expand import expand
 from tinyspec.engine.isel import isel
 from tinyspec.engine.linearize import linearize
 from tinyspec.engine.rangeify import rangeify
-from tinyspec.renderer.llvmir import KernelInfo, LLVMRenderer, bf16_round, const
+from tinyspec.renderer.llvmir import KernelInfo, LLVMRenderer, const
 from tinyspec.uop import AxisType, Ops, UOp
 
 
@@ -93,9 +93,6 @@ def test_variables_come_after_the_buffers():
 ])
 def test_constants(value, dt, text):
   assert const(value, dt) == text
-
-def test_bf16_round_is_to_nearest_even():
-  assert bf16_round(1.0 + 2 ** -8) == 1.0 and bf16_round(1.0 + 3 * 2 ** -8) == 1.0 + 2 ** -6 and bf16_round(1.0 + 2 ** -7) == 1.0 + 2 ** -7
 
 def test_workgroups_are_not_supported():
   lin = lower(store(param(0, 4, f32), special("gidx0", 4), UOp.const(1.0, f32)))

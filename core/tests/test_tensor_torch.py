@@ -279,6 +279,42 @@ def test_bitwise_and_shifts_on_ints():
   check(Tensor(m).logical_xor(Tensor(i)), torch.logical_xor(tt(m), tt(i)))
 
 
+# ---- bfloat16: computed in float32 and rounded after each op, as PyTorch computes it ----
+
+BF16 = {  # name: (tinyspec, torch) on two bfloat16 tensors; a correctly rounded op in float32, rounded again, is bit for bit torch's
+  "add": (operator.add,) * 2, "sub": (operator.sub,) * 2, "mul": (operator.mul,) * 2, "mul_add": (lambda a, b: a * b + a,) * 2,
+  "maximum": (Tensor.maximum, torch.maximum), "neg": (lambda a, b: -a,) * 2, "abs": (lambda a, b: a.abs(),) * 2,
+  "sqrt": (lambda a, b: a.abs().sqrt(),) * 2, "reciprocal": (lambda a, b: a.reciprocal(),) * 2, "relu": (lambda a, b: a.relu(),) * 2,
+  "floor": (lambda a, b: (a * 3).floor(),) * 2, "where": (lambda a, b: (a < b).where(a, b), lambda a, b: torch.where(a < b, a, b)),
+  "sum": (lambda a, b: a.sum(1),) * 2, "mean": (lambda a, b: a.mean(0),) * 2, "max": (lambda a, b: a.max(1), lambda a, b: a.amax(1)),
+  "cumsum": (lambda a, b: a.cumsum(1),) * 2,
+}
+# decomposed ops round their parts: division is a * recip(b), exp/log/sin/tanh are float32 approximations; within one bfloat16 ulp
+BF16_APPROX = {"div": (operator.truediv,) * 2, "exp": (lambda a, b: a.exp(),) * 2, "log": (lambda a, b: a.abs().log(),) * 2,
+               "sin": (lambda a, b: a.sin(),) * 2, "tanh": (lambda a, b: a.tanh(),) * 2, "sigmoid": (lambda a, b: a.sigmoid(),) * 2}
+
+@pytest.mark.parametrize("name", [*BF16, *BF16_APPROX])
+def test_bfloat16_ops(name):
+  f, g = BF16.get(name) or BF16_APPROX[name]
+  a, b = randn(4, 16) * 4, randn(4, 16) * 4
+  a[0, :3], b[0, :3] = [np.inf, -np.inf, np.nan], [1.0, np.inf, 2.0]
+  got, want = f(Tensor(a).cast(dtypes.bfloat16), Tensor(b).cast(dtypes.bfloat16)), g(tt(a).bfloat16(), tt(b).bfloat16())
+  assert got.dtype is dtypes.bfloat16 and want.dtype is torch.bfloat16
+  np.testing.assert_allclose(got.float().numpy(), want.float().numpy(), rtol=0 if name in BF16 else 2**-7, atol=0)
+
+def test_bfloat16_casts():
+  # float32 -> bfloat16 over every exponent (subnormals, nan payloads, infinities): a Buffer of bfloat16 holds torch's bits
+  x = rng.integers(0, 2**32, 4096, dtype=np.uint64).astype(np.uint32).view(np.float32)
+  nan = np.isnan(x)
+  want = tt(x).bfloat16()
+  np.testing.assert_array_equal(Tensor(x).cast(dtypes.bfloat16).numpy()[~nan], want.view(torch.int16).numpy().view(np.uint16)[~nan])
+  h = (randn(64) * 30).astype(np.float32)
+  for dt in ("float16", "int32", "int8", "bool", "float64"):
+    check(Tensor(h).cast(dtypes.bfloat16).cast(getattr(dtypes, dt)), tt(h).bfloat16().to(getattr(torch, dt)), rtol=0, atol=0)
+  # ints go through float32, as PyTorch's conversion does: 2**25 + 2**17 + 1 lands on a tie, which goes to the even 2**25
+  big = np.array([2**25 + 2**17 + 1, 2**24 + 1, -(2**31), 2**31 - 1, 123456789], np.int32)
+  np.testing.assert_array_equal(Tensor(big).cast(dtypes.bfloat16).float().numpy(), tt(big).bfloat16().float().numpy())
+
 # ---- reductions ----
 
 AXES = [None, 0, -1, 1, (0, 2), (-1, -3), (2, 0, 1)]

@@ -145,6 +145,26 @@ def finite_max(dt: DType) -> float:
   """The largest finite value of a float dtype."""
   return _FLOAT_MAX[dt.scalar()]
 
+# bfloat16, which numpy lacks: its values are held in float32 (which holds each exactly), its memory as the raw 16 bits,
+# the top half of the float32's. The one home of its rounding: the renderers, the folder and the interpreter all use it.
+def bf16_round(x) -> np.ndarray:
+  """x (a number or an array of them, of any dtype) rounded once to bfloat16: to nearest, ties to even, 8 significant bits
+  down to the subnormal 2**-133, past the largest bfloat16 to infinity, nan kept. As float32. A float64 is rounded once,
+  as hardware converts a double; round it to float32 first for the conversion through float32."""
+  with np.errstate(over="ignore", invalid="ignore"):  # (a signalling nan is "invalid" to widen)
+    x = np.asarray(x, np.float64)
+    q = np.maximum(np.frexp(x)[1], -125) - 8  # bfloat16 values around x are 2**q apart (8 bits; a fixed step below the normal range)
+    # the scalings by powers of two are exact: rint's rounding, ties to even, is the only one; 2**128 overflows to inf
+    return np.ldexp(np.rint(np.ldexp(x, -q)), q).astype(np.float32)
+
+def bf16_to_bits(x) -> np.ndarray:
+  """bfloat16 values (float32 holding them exactly, as bf16_round gives them) as their raw bits, uint16."""
+  return (np.asarray(x, np.float32).view(np.uint32) >> 16).astype(np.uint16)
+
+def bf16_from_bits(bits) -> np.ndarray:
+  """Raw bfloat16 bits (any 16-bit dtype) as the float32 values they are: the widening is exact."""
+  return (np.asarray(bits).view(np.uint16).astype(np.uint32) << 16).view(np.float32)
+
 # The promotion lattice: each dtype's direct parents. The result of mixing two dtypes is the smallest common ancestor,
 # so bool < ints < floats, signed and unsigned of one size meet in the next wider signed type, and any int meets a float in that float.
 _PARENTS: dict[DType, tuple[DType, ...]] = {

@@ -33,7 +33,6 @@ def test_version_names_the_targets(compiler):
 
 @pytest.mark.parametrize("dt", [dtypes.bool, dtypes.int8, dtypes.uint16, dtypes.int64, dtypes.float16, dtypes.bfloat16, dtypes.float64])
 def test_every_dtype_builds(compiler, dt):
-  # AMD_CHECK leaves bfloat16 out (its interpreter cannot compute it): this is where its kernels are built for the GPUs
   r = UOp.range(16, 0)
   x, y = load(param(1, 16, dt), r), load(param(2, 16, dt), r)
   val = (x + y * x).maximum(y) if dt is not dtypes.bool else x ^ y

@@ -13,8 +13,8 @@ reuse, gradients, @function, devices with several indices, and hand-built kernel
 
 A device says what it can do through its renderer (`Device[NAME].renderer`, see `tinyspec.renderer.Renderer`): the
 dtypes it computes in, whether it has workgroups and shared memory, its tensor cores, threads and vector widths. A test
-that needs something the device does not declare is skipped, and the skip names the capability ("device PYTHON does not
-support dtype bfloat16"), so `-ra` lists everything that was not checked. A device that declares a capability it does
+that needs something the device does not declare is skipped, and the skip names the capability ("device METAL does not
+support dtype float64"), so `-ra` lists everything that was not checked. A device that declares a capability it does
 not have fails the tests that use it.
 
 The pytest plugin (`tinyspec.conformance.plugin`, registered through the `pytest11` entry point) adds the option and the

@@ -1,21 +1,15 @@
-"""Helpers the conformance tests share: test data per dtype, bfloat16 rounding in numpy, and comparisons with numpy."""
+"""Helpers the conformance tests share: test data per dtype (bfloat16 as float32 holding it) and comparisons with numpy."""
 from __future__ import annotations
 
 import numpy as np
 
 from tinyspec import Tensor, dtypes
-from tinyspec.dtype import DType
+from tinyspec.dtype import DType, bf16_round
 
 # tolerances (rtol, atol) for results of a few float ops in each float dtype: half precision rounds at about 1e-3
 TOL = {dtypes.float16: (2e-3, 2e-3), dtypes.bfloat16: (1.6e-2, 1.6e-2), dtypes.float32: (1e-5, 1e-6), dtypes.float64: (1e-12, 1e-13)}
 
 def rng(seed: int = 0) -> np.random.Generator: return np.random.default_rng(seed)
-
-def bf16(x: np.ndarray) -> np.ndarray:
-  """float32 values rounded to bfloat16 (to nearest, ties to even), still as float32: what a bfloat16 tensor holds."""
-  bits = np.ascontiguousarray(x, np.float32).view(np.uint32).astype(np.uint64)
-  out = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16 << 16).astype(np.uint32).view(np.float32)
-  return np.where(np.isnan(x), np.float32(np.nan), out)
 
 def data(dt: DType, shape: tuple[int, ...], seed: int = 0, lo: float = -4, hi: float = 4) -> np.ndarray:
   """Test values of dtype `dt` (float32 standing in for bfloat16, already rounded to it): floats uniform in [lo, hi),
@@ -24,7 +18,7 @@ def data(dt: DType, shape: tuple[int, ...], seed: int = 0, lo: float = -4, hi: f
   if dt == dtypes.bool: return g.random(shape) < 0.5
   if dtypes.is_int(dt): return g.integers(max(lo, dt.min), min(hi, dt.max), shape, endpoint=True).astype(dt.np)
   x = g.uniform(lo, hi, shape).astype(np.float32)
-  return bf16(x) if dt == dtypes.bfloat16 else x.astype(dt.np)
+  return bf16_round(x) if dt == dtypes.bfloat16 else x.astype(dt.np)
 
 def tensor(x: np.ndarray, dt: DType, device: str) -> Tensor:
   """A Tensor of dtype `dt` on `device` holding x (bfloat16 tensors are made from float32 by a cast on the device)."""

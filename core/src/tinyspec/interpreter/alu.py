@@ -1,22 +1,32 @@
 """Every elementwise op of seed 001 on numpy arrays, with tinyspec's semantics: the PYTHON device's arithmetic.
 
 Integers wrap around, IDIV and MOD floor, x//0 and x%0 are 0 and a shift by a negative amount is 0 (as `exec_alu` folds
-them). The decomposed ops run natively here too, so the PYTHON device can also play a renderer that has them."""
+them). The decomposed ops run natively here too, so the PYTHON device can also play a renderer that has them.
+
+bfloat16, which numpy lacks, is computed as the hardware without bfloat16 units does it: in float32, every result rounded
+to bfloat16 (to nearest even; float32's 24 bits are more than twice bfloat16's 8, so rounding twice is as exact as once).
+Its values are held in float32 arrays; bitcasts go through its raw 16 bits."""
 from __future__ import annotations
 
 from collections.abc import Callable
 
 import numpy as np
 
-from tinyspec.dtype import DType, dtypes
+from tinyspec.dtype import DType, bf16_from_bits, bf16_round, bf16_to_bits, dtypes
 from tinyspec.uop.ops import Ops
 
 
 def np_dtype(dt: DType) -> np.dtype:
-  """The numpy dtype values of `dt` are held in (index is int64)."""
-  if dt.scalar() is dtypes.bfloat16: raise NotImplementedError("the PYTHON device has no bfloat16 arithmetic yet")
-  if (npdt := dt.scalar().np) is None: raise TypeError(f"{dt} holds no values")
+  """The numpy dtype values of `dt` are held in: index is int64, bfloat16 float32."""
+  dt = dt.scalar()
+  if dt is dtypes.bfloat16: return np.dtype(np.float32)
+  if (npdt := dt.np) is None: raise TypeError(f"{dt} holds no values")
   return npdt
+
+def held(x, dtype: DType) -> np.ndarray:
+  """A result as `dtype`'s values are held: in its numpy dtype, and a bfloat16 rounded to bfloat16, as each of its ops rounds."""
+  if dtype.scalar() is dtypes.bfloat16: return np.asarray(bf16_round(x))
+  return np.asarray(x).astype(np_dtype(dtype), copy=False)
 
 def _shift(f: Callable, bits: int):
   def run(a, b):
@@ -66,21 +76,27 @@ ALU: dict[Ops, Callable] = {
 def run_alu(op: Ops, dtype: DType, *srcs: np.ndarray) -> np.ndarray:
   """One elementwise op on arrays already in their sources' numpy dtypes; the result is in `dtype`'s."""
   if op is Ops.CAST: return cast(srcs[0], dtype)
-  if op is Ops.BITCAST: return np.ascontiguousarray(srcs[0]).view(np_dtype(dtype))
   if op in (Ops.SHL, Ops.SHR):
     a = srcs[0]
     f = _shift(np.left_shift if op is Ops.SHL else np.right_shift, a.dtype.itemsize * 8)
     return f(a, srcs[1]).astype(np_dtype(dtype), copy=False)
   if op is Ops.NOT and srcs[0].dtype != np.bool_: return np.asarray(srcs[0] != 1)
-  with np.errstate(all="ignore"): out = ALU[op](*srcs)
-  return np.asarray(out).astype(np_dtype(dtype), copy=False)
+  with np.errstate(all="ignore"): return held(ALU[op](*srcs), dtype)
 
 def cast(x: np.ndarray, dtype: DType) -> np.ndarray:
-  """CAST: to bool is x != 0; float to int truncates (out-of-range values are undefined on hardware, here they wrap)."""
+  """CAST: to bool is x != 0; float to int truncates (out-of-range values are undefined on hardware, here they wrap).
+  To bfloat16 rounds once from a float64, as hardware converts a double, and from anything else through float32 (exact
+  from float16, rounding ints as LLVM's and PyTorch's conversions do); from bfloat16 is from the float32 holding it."""
   to = np_dtype(dtype)
   if to == np.bool_: return np.asarray(x != 0)
   with np.errstate(all="ignore"):
+    if dtype.scalar() is dtypes.bfloat16: return held(x if x.dtype == np.float64 else x.astype(np.float32), dtype)
     if np.issubdtype(x.dtype, np.floating) and np.issubdtype(to, np.integer):
       x = np.trunc(np.nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0))
       return x.astype(np.int64 if np.issubdtype(to, np.signedinteger) or to.itemsize < 8 else np.uint64).astype(to)
     return np.asarray(x).astype(to)
+
+def bitcast(x: np.ndarray, src: DType, dst: DType) -> np.ndarray:
+  """BITCAST: x's bits (those of `src`) read as `dst`; a bfloat16's are its raw 16 bits."""
+  bits = bf16_to_bits(x) if src.scalar() is dtypes.bfloat16 else np.ascontiguousarray(x)
+  return bf16_from_bits(bits) if dst.scalar() is dtypes.bfloat16 else bits.view(np_dtype(dst))

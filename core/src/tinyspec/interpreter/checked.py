@@ -14,22 +14,21 @@ import pickle
 from tinyspec.device.compiler import Compiler
 from tinyspec.device.memory import HostAllocator
 from tinyspec.device.runtime import Program, Runtime
-from tinyspec.interpreter.runtime import PythonProgram, PythonRenderer
+from tinyspec.interpreter.runtime import PythonProgram
 from tinyspec.renderer import Renderer
 from tinyspec.uop.uop import UOp
 
 PAYLOAD = "tinyspec-program: "
 
 def checked_renderer(renderer: Renderer, comment: str = "//") -> Renderer:
-  """A copy of `renderer` (same class attributes and instance settings) whose source ends with a `comment` line carrying
-  the LINEAR program, and whose dtypes leave out those the interpreter cannot compute in (bfloat16)."""
+  """A copy of `renderer` (same class attributes and instance settings, its dtypes included: the interpreter computes in
+  every dtype) whose source ends with a `comment` line carrying the LINEAR program."""
   base = type(renderer)
   def render(self, name: str, linear: UOp) -> str:
     payload = base64.b64encode(pickle.dumps((name, linear))).decode()
     return f"{base.render(self, name, linear)}\n{comment} {PAYLOAD}{payload}\n"
   out = object.__new__(type(f"Checked{base.__name__}", (base,), {"render": render}))
   out.__dict__.update(renderer.__dict__)
-  out.dtypes = renderer.dtypes & PythonRenderer.dtypes
   return out
 
 class CheckedCompiler(Compiler):

@@ -2,8 +2,9 @@
 value is an array over the axes it depends on (size 1 on the others), so a whole loop nest runs as a few numpy calls.
 
 A loop runs vectorised unless its iterations depend on each other: a STORE to memory whose address does not move with
-the loop, a register written without being an accumulation, a buffer both read and written inside. Those loops run one
-iteration at a time. An accumulation `acc = acc <op> x` inside vectorised loops reduces x over the loops' axes at once.
+the loop, a register written without being an accumulation, a buffer both read and written inside, a bfloat16 sum or
+product accumulated across it (every step rounds, so the loop's order is the result's). Those loops run one iteration
+at a time. An accumulation `acc = acc <op> x` inside vectorised loops reduces x over the loops' axes at once.
 A loop nest bigger than LANES iterations runs its loops in chunks, which keeps memory bounded.
 GPU-style programs run in lockstep over SPECIAL gidx/lidx axes: LOCAL memory is one array per workgroup, and a BARRIER
 needs no action because every lane finishes each instruction before the next begins."""
@@ -13,8 +14,8 @@ import math
 
 import numpy as np
 
-from tinyspec.dtype import AddrSpace
-from tinyspec.interpreter.alu import np_dtype, run_alu
+from tinyspec.dtype import AddrSpace, bf16_from_bits, bf16_to_bits, dtypes
+from tinyspec.interpreter.alu import bitcast, held, np_dtype, run_alu
 from tinyspec.uop.ops import GroupOp, Ops
 from tinyspec.uop.uop import UOp
 
@@ -39,6 +40,11 @@ def _accumulation(st: UOp) -> tuple[Ops, UOp] | None:
   return None
 
 
+def _rounds_each_step(st: UOp, op: Ops) -> bool:
+  """Whether accumulation STORE st must take its steps in order: a bfloat16 sum or product rounds at each (max is exact)."""
+  return op is not Ops.MAX and st.src[1].dtype.scalar() is dtypes.bfloat16
+
+
 class _Global:
   def __init__(self, arr: np.ndarray, what: str): self.arr, self.what = arr, what
   def _check(self, addr: np.ndarray):
@@ -56,6 +62,11 @@ class _Global:
     else: addr, val, gate = np.broadcast_arrays(addr, val, gate); addr, val = addr[gate], val[gate]
     self._check(addr)
     self.arr[addr] = val
+
+class _GlobalBF16(_Global):
+  """Device memory of bfloat16: the buffer holds the raw 16 bits, as a Buffer of bfloat16 does; values are float32."""
+  def load(self, addr, gate): return bf16_from_bits(super().load(addr, gate))
+  def store(self, addr, val, gate): super().store(addr, bf16_to_bits(val), gate)
 
 class _Local(_Global):
   """Workgroup memory: one row per workgroup (the gidx axes), shared by its lanes (the lidx axes)."""
@@ -114,7 +125,7 @@ class Interpreter:
       if u.op is not Ops.STORE: continue
       base = _base(u.src[0])
       if _is_reg(base):
-        if u not in self.accum and first_write[base] < i: return True
+        if first_write[base] < i and (u not in self.accum or _rounds_each_step(u, self.accum[u][0])): return True
       elif rng not in u.src[0].toposort(): return True
     return False
 
@@ -154,7 +165,7 @@ class Interpreter:
       elif op is Ops.SPECIAL: env[u] = self._lane(u, np.arange(self._scalar(u.src[0])))
       elif op is Ops.PARAM:
         if isinstance(u.arg[0], str): env[u] = np.full((1,) * self.ndim, self.vals[u.arg[0]], np.int64)
-        else: env[u] = _Global(self.bufs[u.arg[0]], f"{self.name}: buffer {u.arg[0]}")
+        else: env[u] = (_GlobalBF16 if u.dtype.scalar() is dtypes.bfloat16 else _Global)(self.bufs[u.arg[0]], f"{self.name}: buffer {u.arg[0]}")
       elif op is Ops.BUFFER:
         size = u.shape[0] if u.shape else 1
         if u.arg[3] is AddrSpace.REG: env[u] = _Registers(size)
@@ -166,7 +177,8 @@ class Interpreter:
       elif op is Ops.LOAD: env[u] = self._load(u, mask)
       elif op is Ops.STORE: self._store(u, mask)
       elif op is Ops.STACK or op in _NOTHING: pass
-      elif op in GroupOp.Elementwise or op is Ops.BITCAST: env[u] = run_alu(op, u.dtype, *(env[s] for s in u.src))
+      elif op in GroupOp.Elementwise: env[u] = run_alu(op, u.dtype, *(env[s] for s in u.src))
+      elif op is Ops.BITCAST: env[u] = bitcast(env[u.src[0]], u.src[0].dtype, u.dtype)
       else: raise NotImplementedError(f"{self.name}: the PYTHON device cannot run {op.name}")
       i += 1
 
@@ -190,10 +202,11 @@ class Interpreter:
       ufunc = _REDUCE_UFUNC[rop]
       if gate is not None: x = np.where(gate, x, ufunc.identity if rop is not Ops.MAX else _lowest(x.dtype))
       # every open vectorised loop the register does not live in is summed over, also where x does not vary along it
-      if axes := tuple(k for k in self.open_axes if k not in mem.lanes):
-        full = tuple(self.open_axes[k] if k in axes else n for k, n in enumerate(x.shape))
-        x = ufunc.reduce(np.broadcast_to(x, full), axis=axes, keepdims=True)
-      mem.vals[slot] = ufunc(mem.vals[slot], x).astype(x.dtype, copy=False)
+      with np.errstate(all="ignore"):  # inf - inf is nan and a sum may overflow, as in run_alu: results, not warnings
+        if axes := tuple(k for k in self.open_axes if k not in mem.lanes):
+          full = tuple(self.open_axes[k] if k in axes else n for k, n in enumerate(x.shape))
+          x = ufunc.reduce(np.broadcast_to(x, full), axis=axes, keepdims=True)
+        mem.vals[slot] = held(ufunc(mem.vals[slot], x), u.src[1].dtype)
     else:
       val = self.env[u.src[1]]
       mem.vals[slot] = val if gate is None or mem.vals[slot] is None else np.where(gate, val, mem.vals[slot])

@@ -9,10 +9,8 @@ import time
 import numpy as np
 
 from tinyspec.device.compiler import Compiler
-from tinyspec.device.memory import HostAllocator
+from tinyspec.device.memory import HostAllocator, buffer_np_dtype
 from tinyspec.device.runtime import Program, Runtime
-from tinyspec.dtype import dtypes
-from tinyspec.interpreter.alu import np_dtype
 from tinyspec.interpreter.run import Interpreter
 from tinyspec.renderer import Renderer
 from tinyspec.uop.ops import Ops
@@ -30,7 +28,6 @@ class PythonRenderer(Renderer):
   has_local, has_shared = True, True
   local_max, shared_max = (1024, 1024, 64), 48 * 1024
   max_upcast = 1  # no upcasts: the interpreter vectorises every loop with numpy, and copies would only add numpy calls
-  dtypes = Renderer.dtypes - {dtypes.bfloat16}  # the interpreter computes in numpy, which has no bfloat16 arithmetic
   def render(self, name: str, linear: UOp) -> str:
     listing = "\n".join("# " + line for line in render_listing(linear).splitlines())
     return f"# kernel {name}\n{listing}\n{_PAYLOAD}{base64.b64encode(pickle.dumps((name, linear))).decode()}\n"
@@ -45,13 +42,14 @@ class PythonCompiler(Compiler):
   def compile_cached(self, src: str, kernel: str = "") -> bytes: return self._compile(src, kernel)
 
 class PythonProgram(Program):
-  """A LINEAR program run by the interpreter on host buffers (numpy uint8 arrays, viewed as each parameter's dtype)."""
+  """A LINEAR program run by the interpreter on host buffers (numpy uint8 arrays, viewed as each parameter's dtype as a
+  Buffer holds it: bfloat16 as its raw bits)."""
   def __init__(self, name: str, binary: bytes):
     super().__init__(name, binary)
     _, linear = pickle.loads(binary)
     self.interp = Interpreter(linear, name)
     params = sorted((u for u in linear.src if u.op is Ops.PARAM and isinstance(u.arg[0], int)), key=lambda u: u.arg[0])
-    self.dtypes = [np_dtype(p.dtype) for p in params]
+    self.dtypes = [buffer_np_dtype(p.dtype.scalar()) for p in params]
     self.var_names = sorted(u.arg[0] for u in linear.src if u.op is Ops.PARAM and isinstance(u.arg[0], str))
 
   def __call__(self, *bufs, global_size=None, local_size=None, vals=(), wait=False):

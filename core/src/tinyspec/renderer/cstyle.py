@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tinyspec.dtype import FLOATS, SINTS, AddrSpace, DType, dtypes
+from tinyspec.dtype import FLOATS, SINTS, AddrSpace, DType, bf16_round, dtypes
 from tinyspec.renderer import Renderer
 from tinyspec.uop.ops import Ops
 from tinyspec.uop.uop import UOp
@@ -116,7 +116,7 @@ class CStyleRenderer(Renderer):
     written as the double it is, float32 with an f suffix, narrower floats as an exact float32 literal cast to their type."""
     if dt is dtypes.float64: return repr(float(value))
     with np.errstate(over="ignore"):
-      exact = np.float32(value) if dt is dtypes.float32 else np.float32(np.float16(value)) if dt is dtypes.float16 else _bf16(float(value))
+      exact = np.float32(value) if dt is dtypes.float32 else np.float32(np.float16(value)) if dt is dtypes.float16 else bf16_round(float(value))
     if not np.isfinite(exact): return self.render_const(float(exact), dt)  # too big for dt: infinity
     # numpy prints the shortest digits that read back as this float32; narrower floats are then cast, exactly
     return f"{exact!s}f" if dt is dtypes.float32 else f"(({self.render_dtype(dt)}){exact!s}f)"
@@ -341,13 +341,6 @@ class CStyleRenderer(Renderer):
     # a STACK of values (and ops on one) is a vector of its length; everything else has the dtype's own type
     n = u.shape[0] if len(u.shape) == 1 and u.op not in (Ops.PARAM, Ops.BUFFER) else 1
     return u.dtype if n == 1 or u.dtype.count > 1 else u.dtype.vec(n)
-
-def _bf16(x: float) -> np.float32:
-  """x rounded once to bfloat16 (8 significant bits, ties to even), held exactly in a float32."""
-  if x == 0 or not math.isfinite(x): return np.float32(x)
-  q = 2.0 ** (max(math.frexp(x)[1], -125) - 8)  # the spacing of bfloat16 values around x (fixed below the normal range)
-  r = math.copysign(round(x / q) * q, x)  # (a tiny negative value rounds to -0.0)
-  return np.float32(r if abs(r) < 2.0**128 else math.copysign(math.inf, r))
 
 def _base(u: UOp) -> UOp:
   """The buffer an INDEX/AFTER chain addresses."""

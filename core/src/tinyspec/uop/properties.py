@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tinyspec.dtype import FLOATS, AddrSpace, DType, PtrDType, dtype_range, dtypes
+from tinyspec.dtype import FLOATS, AddrSpace, DType, PtrDType, bf16_round, dtype_range, dtypes
 from tinyspec.uop.ops import GroupOp, Ops
 
 if TYPE_CHECKING:
@@ -240,10 +240,7 @@ def _to_float(dt: DType, v) -> float:
   """v converted to float dtype dt (round to nearest even, inf on overflow), as a CAST does."""
   with np.errstate(over="ignore"):
     if dt.fmt is not None: return float(dt.np.type(v))
-    f = np.float32(v)  # bfloat16: via float32, then round away the low 16 bits
-  bits = int(f.view(np.uint32))
-  if bits & 0x7f800000 == 0x7f800000: return float(f)  # inf, nan
-  return float(np.uint32((bits + 0x7fff + ((bits >> 16) & 1)) & 0xffff0000).view(np.float32))
+    return float(bf16_round(np.float32(v)))  # bfloat16: via float32
 
 def _mm_cast(u: UOp):
   a, A = u.src[0].min_max

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyspec.dtype import FLOATS, INTS, AddrSpace, DType, dtypes
+from tinyspec.dtype import FLOATS, INTS, AddrSpace, DType, bf16_round, dtypes
 from tinyspec.uop import properties as P
 from tinyspec.uop.ops import OPS, AxisType, GroupOp, Ops
 
@@ -226,11 +226,8 @@ def _int_wrap(dt: DType) -> Callable[[ConstType], int]:
   return lambda v: ((int(v) + half) & mask) - half
 
 def _bf16(v: float) -> float:
-  """Round to bfloat16 (the top 16 bits of a float32), to nearest even."""
-  if math.isnan(v): return v
-  with np.errstate(over="ignore"): bits = int(np.array(v, np.float32).view(np.uint32))
-  bits = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16
-  return float(np.array(bits & 0xFFFFFFFF, np.uint32).view(np.float32))
+  """Round to bfloat16 through float32, to nearest even."""
+  with np.errstate(over="ignore"): return float(bf16_round(np.float32(v)))
 
 def _float_round(dt: DType) -> Callable[[ConstType], float]:
   if dt == dtypes.bfloat16: return lambda v: _bf16(float(v))

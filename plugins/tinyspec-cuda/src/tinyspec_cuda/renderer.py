@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 
-from tinyspec.dtype import DType, dtypes
+from tinyspec.dtype import DType, bf16_round, dtypes
 from tinyspec.renderer import TensorCore
 from tinyspec.renderer.cstyle import CKernel, CStyleRenderer
 from tinyspec.uop import Ops
@@ -73,8 +73,10 @@ class CUDARenderer(CStyleRenderer):
     # (float has more than twice their precision). It also keeps clear of cuda_fp16.h's operator overloads, which make
     # mixed expressions such as `h != 0` ambiguous.
     if op is Ops.CAST and dt in _TO_16:
-      # integers wider than float's 24 bits go through double, exactly as numpy converts them (its rounding included)
-      if src_dt is dtypes.float64 or (dtypes.is_int(src_dt) and src_dt.itemsize >= 4): return f"{_FROM_DOUBLE[dt]}((double){s[0]})"
+      # to half, integers wider than float's 24 bits go through double, exactly as numpy converts them (its rounding
+      # included); to bfloat16 every integer goes through float, as the interpreter's, LLVM's and PyTorch's conversions do
+      if src_dt is dtypes.float64 or (dt is dtypes.float16 and dtypes.is_int(src_dt) and src_dt.itemsize >= 4):
+        return f"{_FROM_DOUBLE[dt]}((double){s[0]})"
       return f"{_TO_16[dt]}({s[0] if src_dt is dtypes.float32 else f'(float){s[0]}'})"
     if op is Ops.CAST and src_dt in _TO_16 and dt is dtypes.float32: return f"(float){s[0]}"
     if src_dt in _TO_16 and op not in (Ops.WHERE, Ops.BITCAST):
@@ -91,7 +93,7 @@ class CUDARenderer(CStyleRenderer):
 
   def render_float(self, value: float, dt: DType) -> str:
     # bfloat16: rounded here, once, then written as the float literal it now exactly is
-    if dt is dtypes.bfloat16 and math.isinf(r := round_bf16(value)): return self.render_const(r, dt)  # rounds up to infinity
+    if dt is dtypes.bfloat16 and math.isinf(r := float(bf16_round(value))): return self.render_const(r, dt)  # rounds up to infinity
     if dt is dtypes.bfloat16: return f"__float2bfloat16_rn({r!r}f)"
     return super().render_float(value, dt)
 
@@ -107,9 +109,3 @@ class CUDARenderer(CStyleRenderer):
     lines = [f"  {d}" for d in k.decls] + k.body
     return f"{self.render_prelude(k)}\n{self.kernel_prefix}void {bounds}{k.name}({', '.join(k.params)}) {{\n" + "\n".join(lines) + "\n}\n"
 
-def round_bf16(value: float) -> float:
-  """`value` rounded to the nearest bfloat16 (ties to even; 8 significant bits, exponents down to 2**-133), as a Python float."""
-  if value == 0 or not math.isfinite(value): return value
-  quantum = 2.0 ** (max(math.frexp(value)[1], -125) - 8)
-  out = round(value / quantum) * quantum  # round() ties to even
-  return out if abs(out) < 2.0**128 else math.copysign(math.inf, value)
