@@ -1,4 +1,6 @@
 """The lowering pipeline on tensor graphs built from UOps: kernel split, kernel names, schedule cache, memory plan, DEBUG."""
+import math
+
 import numpy as np
 import pytest
 from tinyspec import Ops, UOp, dtypes
@@ -202,3 +204,13 @@ def test_kernel_and_schedule_caches_are_bounded_lru(monkeypatch):
   compiled = R.stats["kernels_compiled"]
   run(buf(np.ones((10, 3), np.float32)).reduce(Ops.ADD, (1,)))  # the most recent shape: still cached
   assert R.stats["kernels_compiled"] == compiled
+
+def test_long_float_sums_split_into_blocks():
+  from tinyspec.engine.rangeify import SUM_BLOCK, sum_blocks
+  assert sum_blocks(10**8) == [100, 1000, 1000] and sum_blocks(1000) == [1000] and sum_blocks(2**24) == [16, 1024, 1024]
+  for n in (1025, 10007, 2**24 + 2, 3 * 10**9):  # primes and awkward sizes pad up to a product past n
+    blocks = sum_blocks(n)
+    assert max(blocks) <= SUM_BLOCK and n <= math.prod(blocks) < n + n // 8, (n, blocks)
+  x = np.random.default_rng(0).random(3 * 5 * 700).astype(np.float32).reshape(3, 5, 700)
+  for axes in ((0, 2), (1, 2), (0, 1, 2)):  # the reduced axes are gathered next to the first, the rest keep their order
+    np.testing.assert_allclose(run(buf(x).reduce(Ops.ADD, axes)), x.sum(axes, keepdims=True), rtol=1e-6)

@@ -31,6 +31,16 @@ def test_sum_is_exact_where_it_can_be(dev):
   x[[0, 2 ** 24, N - 1]] = [1.0, 2.0, 4.0]
   check(Tensor(x, device=dev).sum(), np.array(7.0, np.float32))  # the elements past 2**24 are reached
 
+def test_long_float_sums_are_accurate(dev, big):
+  """A long float sum is a tree of blocks (rangeify's split_long_sums), not one chain of additions: exact where every
+  partial sum is representable (one chain of 10**8 float32 ones stops counting at 2**24), close on random values."""
+  assert Tensor.ones(10_000, 10_000, device=dev).sum().item() == 100_000_000
+  assert Tensor.ones(N, device=dev).sum().item() == N
+  x = np.random.default_rng(0).random(N).astype(np.float32)
+  want = x.astype(np.float64).sum()
+  assert abs(Tensor(x, device=dev).sum().item() - want) / want <= 1e-6
+  assert Tensor(big, device=dev).reshape(2, N // 2).sum(1).numpy() == pytest.approx(big.astype(np.float64).reshape(2, N // 2).sum(1), rel=1e-6)
+
 def test_addressing_the_end(dev, big):
   t = Tensor(big, device=dev)
   check(t[N - 1], np.array(5000.0, np.float32))

@@ -23,14 +23,13 @@ gidx/lidx reads) and `barrier` (what a BARRIER becomes). The defaults describe a
 from __future__ import annotations
 
 import json
-import math
 import re
 import struct
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from tinyspec.dtype import AddrSpace, DType, dtypes
+from tinyspec.dtype import AddrSpace, DType, bf16_round, dtypes
 from tinyspec.renderer import Renderer
 from tinyspec.uop.ops import AxisType, Ops
 from tinyspec.uop.uop import UOp
@@ -50,19 +49,13 @@ def _signed(dt: DType) -> bool: return dtypes.is_int(dt) and not dtypes.is_unsig
 
 def _hex64(x: float) -> str: return f"0x{struct.unpack('<Q', struct.pack('<d', x))[0]:016X}"
 
-def bf16_round(x: float) -> float:
-  """x rounded to bfloat16 (to nearest even; nan stays nan), as a Python float."""
-  if math.isnan(x): return x
-  bits = int(np.array(x, np.float32).view(np.uint32))
-  return float(np.array(((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16 & 0xFFFFFFFF, np.uint32).view(np.float32))
-
 def const(v, dt: DType) -> str:
   """An LLVM literal of scalar dtype `dt`. Floats are written as the hex of their double (LLVM's exact form, nan and inf
   included), half as 0xH and its 16 bits; ints in two's complement of their width."""
   if dt is dtypes.bool: return "true" if v else "false"
   if dt is dtypes.float16:
     with np.errstate(over="ignore"): return f"0xH{int(np.array(v, np.float16).view(np.uint16)):04X}"  # past 65504 is inf
-  if dt is dtypes.bfloat16: return _hex64(bf16_round(float(v)))
+  if dt is dtypes.bfloat16: return _hex64(float(bf16_round(float(v))))
   if dt is dtypes.float32: return _hex64(float(np.float32(v)))
   if dt is dtypes.float64: return _hex64(float(v))
   bits = 8 * dt.itemsize
@@ -106,8 +99,11 @@ def _split(prog: tuple[UOp, ...]) -> tuple[UOp, tuple[tuple[UOp, Ops], ...]] | N
   """How a kernel splits over cores, if it can: on its only outermost loop, in a kernel that reads no buffer it writes
   (iterations could then depend on each other through memory), which is either an output axis holding every store to
   global memory (each core runs its share), or a reduce loop whose body only accumulates into one-element registers,
-  every store coming after it (each core accumulates its share; the accumulators and their ops are returned)."""
+  every store coming after it (each core accumulates its share; the accumulators and their ops are returned). Registers
+  first written inside the loop (the inner sums of a tree of sums) are private to an iteration and need no combining."""
   depth, top, end, loaded, stored, accs, inside, outside, other_regs = 0, [], len(prog), set(), set(), {}, [], [], False
+  outer_regs: set[UOp] = set()    # registers written before the loop: a reduction's accumulators
+  private_regs: set[UOp] = set()  # registers first written inside it
   for i, u in enumerate(prog):
     if u.op is Ops.RANGE:
       if depth == 0: top.append(u)
@@ -119,9 +115,12 @@ def _split(prog: tuple[UOp, ...]) -> tuple[UOp, tuple[tuple[UOp, Ops], ...]] | N
     elif u.op is Ops.STORE and (b := _base(u.src[0])).op is Ops.PARAM:
       stored.add(b)
       (inside if depth else outside).append(i)
+    elif u.op is Ops.STORE and not depth and _is_reg(u.src[0]): outer_regs.add(_base(u.src[0]))
     elif u.op is Ops.STORE and depth:  # a register write inside the loop: splittable as a reduction if an accumulation
-      acc = _accumulation(u)
-      if acc is None or _base(u.src[0]).shape != (1,) or accs.setdefault(_base(u.src[0]), acc.op) is not acc.op: other_regs = True
+      acc, reg = _accumulation(u), _base(u.src[0])
+      if reg in private_regs: continue
+      if acc is None and reg not in outer_regs: private_regs.add(reg)
+      elif acc is None or reg.shape != (1,) or accs.setdefault(reg, acc.op) is not acc.op: other_regs = True
   if len(top) != 1 or loaded & stored: return None
   if top[0].arg[1] in _SPLITTABLE and not outside: return top[0], ()
   if top[0].arg[1] is AxisType.REDUCE and accs and not (inside or other_regs) and all(i > end for i in outside): return top[0], tuple(accs.items())
@@ -137,7 +136,19 @@ def _work(prog: tuple[UOp, ...]) -> int:
 
 
 MAX_REASSOCIATED = 2
-"""Kernels with more register accumulators than this keep their float accumulation order (see _Function)."""
+"""Loops updating more register accumulators than this keep their float accumulation order (see _Function)."""
+
+def _reassociable(prog: tuple[UOp, ...]) -> set[UOp]:
+  """The accumulations whose order may change: those of each loop that updates at most MAX_REASSOCIATED accumulators. A
+  tree of sums has one accumulator per loop, each vectorized along its loop; the optimizer's upcast copies are many in one
+  loop, and stay in order so the SLP vectorizer packs them across the copies."""
+  by_loop: dict[UOp | None, list[UOp]] = {}
+  open_: list[UOp] = []
+  for u in prog:
+    if u.op is Ops.RANGE: open_.append(u)
+    elif u.op is Ops.END: del open_[-(len(u.src) - 1):]
+    elif u.op is Ops.STORE and (acc := _accumulation(u)) is not None: by_loop.setdefault(open_[-1] if open_ else None, []).append(acc)
+  return {acc for accs in by_loop.values() if len(accs) <= MAX_REASSOCIATED for acc in accs}
 
 class LLVMRenderer(Renderer):
   """LINEAR programs as LLVM IR functions (see the module docstring). A device subclass sets `device`; with `threads` > 1
@@ -184,8 +195,7 @@ class _Function:
     # only a register accumulation may be reassociated: that is what lets LLVM vectorize a float reduction over its loop.
     # Many accumulators are the optimizer's upcast copies: kept in order, LLVM's SLP vectorizer packs them across the
     # copies instead (one vector load feeding many accumulators), several times faster than vectorizing along the loop
-    accs = {acc for st in prog if st.op is Ops.STORE and (acc := _accumulation(st)) is not None}
-    self.reductions = accs if len(accs) <= MAX_REASSOCIATED else set()
+    self.reductions = _reassociable(prog)
     self.split, self.partials = (_split(prog) if threads else None) or (None, ())
     self.threads = self.split is not None  # a kernel that cannot be split takes no core arguments
 
