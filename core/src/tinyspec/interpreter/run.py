@@ -10,6 +10,7 @@ GPU-style programs run in lockstep over SPECIAL gidx/lidx axes: LOCAL memory is 
 needs no action because every lane finishes each instruction before the next begins."""
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
@@ -134,10 +135,9 @@ class Interpreter:
     return values.reshape((1,) * k + (-1,) + (1,) * (self.ndim - k - 1))
 
   def __call__(self, bufs: list[np.ndarray], vals: dict[str, int] | None = None) -> None:
-    self.env: dict[UOp, object] = {}
-    self.bufs, self.vals, self.open_axes = bufs, vals or {}, {}
-    self._run(0, len(self.prog), None)
-    del self.env
+    run = copy.copy(self)  # the state of one run (values, buffers, open axes) is its own: a program may run on several threads
+    run.env, run.bufs, run.vals, run.open_axes = {}, bufs, vals or {}, {}
+    run._run(0, len(self.prog), None)
 
   def _scalar(self, u: UOp) -> int: return int(np.asarray(self.env[u]).reshape(-1)[0])
 

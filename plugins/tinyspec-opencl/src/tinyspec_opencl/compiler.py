@@ -6,7 +6,9 @@ the first line of the log of a failed build, and what to do about it, is what `t
 """
 from __future__ import annotations
 
+import contextlib
 import functools
+import threading
 import warnings
 
 import pyopencl as cl
@@ -32,11 +34,20 @@ def build_options(d: cl.Device) -> list[str]:
   """Correctly rounded float division and sqrt where the device offers it (OpenCL otherwise allows 2.5 and 3 ulp)."""
   return ["-cl-fp32-correctly-rounded-divide-sqrt"] if d.single_fp_config & cl.device_fp_config.CORRECTLY_ROUNDED_DIVIDE_SQRT else []
 
+_quiet_lock = threading.Lock()
+
+@contextlib.contextmanager
+def quiet_build():
+  """Around a program build: pyopencl's CompilerWarning for a build log on success (PoCL's notes) is nothing for the user.
+  The warnings filter is process-wide, so builds on several threads take turns rather than undo each other's filter."""
+  with _quiet_lock, warnings.catch_warnings():
+    warnings.simplefilter("ignore", cl.CompilerWarning)
+    yield
+
 def _build(ctx: cl.Context, device: cl.Device, src: str, options: list[str]) -> tuple[cl.Program, str | None]:
   """Build `src` for `device`: the program, and None or the build log (the error itself where the log is empty)."""
   prg = cl.Program(ctx, src)
-  with warnings.catch_warnings():
-    warnings.simplefilter("ignore", cl.CompilerWarning)  # a build log on success (PoCL's notes): nothing for the user
+  with quiet_build():
     try: prg.build(options=options, devices=[device], cache_dir=False)
     except cl.Error as e:
       try: log = prg.get_build_info(device, cl.program_build_info.LOG)

@@ -8,14 +8,13 @@ PoCL gives one CPU device; `POCL_DEVICES="pthread pthread"` gives two, for tryin
 from __future__ import annotations
 
 import functools
-import warnings
 
 import numpy as np
 import pyopencl as cl
 from tinyspec.device import LRUAllocator, Program, Runtime
 from tinyspec.device.memory import format_bytes
 
-from tinyspec_opencl.compiler import OpenCLCompiler, build_failure, fix_for
+from tinyspec_opencl.compiler import OpenCLCompiler, build_failure, fix_for, quiet_build
 from tinyspec_opencl.renderer import OpenCLRenderer
 
 
@@ -88,9 +87,7 @@ class OpenCLProgram(Program):
   def __init__(self, name: str, binary: bytes, rt: OpenCLRuntime):
     super().__init__(name, binary)
     self.rt = rt
-    with warnings.catch_warnings():
-      warnings.simplefilter("ignore", cl.CompilerWarning)
-      self.prg = cl.Program(rt.ctx, [rt.device], [binary]).build()
+    with quiet_build(): self.prg = cl.Program(rt.ctx, [rt.device], [binary]).build()
     self.kernel = cl.Kernel(self.prg, name)
 
   def __call__(self, *bufs, global_size=None, local_size=None, vals=(), wait=False):
