@@ -40,3 +40,23 @@ def test_checked_device_fails_where_its_compiler_does():
   rt = CheckedRuntime("LISTING_CHECK", Listing(), Strict())
   rt.renderer.suffix = "bad"
   with pytest.raises(CompileError, match="not ok"): rt.compiler.compile(rt.renderer.render("E_1", lower(seed003_add(1))))
+
+def test_nothing_read_from_the_disk_cache_is_unpickled(tmp_path, monkeypatch):
+  """The device compiler's output is cached on disk; the interpreter's program (a pickle) never is: an entry planted under
+  any key in the cache directory is not what runs."""
+  import pickle
+  monkeypatch.setenv("TINYSPEC_CACHE_DIR", str(tmp_path))
+  monkeypatch.delenv("TINYSPEC_COMPILE_CACHE", raising=False)
+  rt = CheckedRuntime("LISTING_CHECK", Listing(), inner := Strict())
+  src = rt.renderer.render("E_1", lower(seed003_add(1)))
+  binary = rt.compiler.compile_cached(src, "E_1")
+  assert [p.name for p in tmp_path.iterdir()] == [inner.cache_key(src)]  # the inner compiler's entry, and no other
+  class Bomb:
+    def __reduce__(self): return (exec, ("raise SystemExit('unpickled from the cache')",))
+  from tinyspec.device import compiler as cache
+  cache._write(tmp_path, rt.compiler.cache_key(src), rt.compiler.full_key(src), pickle.dumps(Bomb()))  # a well-formed entry
+  again = CheckedRuntime("LISTING_CHECK", Listing(), Strict())
+  assert again.compiler.compile_cached(src, "E_1") == binary  # the planted entry was never read: the program comes from the source
+  out, a, b = (np.array([v], np.int32) for v in (0, 2, 40))
+  again.program("E_1", binary)(out, a, b)
+  assert out.tolist() == [42]

@@ -38,9 +38,18 @@ class CheckedCompiler(Compiler):
     self.name, self.version = f"{inner.name}+interpreter", inner.version
   def compile(self, src: str) -> bytes:
     self.inner.compile(src)
-    line = next((ln for ln in reversed(src.splitlines()) if PAYLOAD in ln), None)
-    if line is None: raise ValueError("checked compile: the source carries no program line (was it made by checked_renderer?)")
-    return base64.b64decode(line.split(PAYLOAD, 1)[1])
+    return _program_in(src)
+
+  def compile_cached(self, src: str, kernel: str = "") -> bytes:
+    """The device compiler's output goes through the disk cache like any (it is only checked here, never run); the program
+    always comes from the source in hand, never from disk, since running it unpickles it."""
+    self.inner.compile_cached(src, kernel)
+    return _program_in(src)
+
+def _program_in(src: str) -> bytes:
+  line = next((ln for ln in reversed(src.splitlines()) if PAYLOAD in ln), None)
+  if line is None: raise ValueError("checked compile: the source carries no program line (was it made by checked_renderer?)")
+  return base64.b64decode(line.split(PAYLOAD, 1)[1])
 
 class CheckedRuntime(Runtime):
   """A device run by the interpreter on host memory, with kernels rendered and compiled by the device's own tools."""
