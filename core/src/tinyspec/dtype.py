@@ -145,6 +145,17 @@ def finite_max(dt: DType) -> float:
   """The largest finite value of a float dtype."""
   return _FLOAT_MAX[dt.scalar()]
 
+def float_to_int(x: np.ndarray, to: np.dtype) -> np.ndarray:
+  """Float to integer as every device casts (C leaves the out-of-range cases undefined; tinyspec does not): truncate
+  toward zero; a result in [-2**63, 2**64) then wraps to the target's width, as int64 or uint64 arithmetic would; nan,
+  infinities and anything outside that range give 0. The renderers implement the same rule; this is its numpy reference."""
+  with np.errstate(invalid="ignore"):
+    t = np.trunc(np.asarray(x, np.float64))
+    signed, high = (t >= -(2.0 ** 63)) & (t < 2.0 ** 63), (t >= 2.0 ** 63) & (t < 2.0 ** 64)
+    out = np.where(signed, t, 0).astype(np.int64).view(np.uint64)
+    out = np.where(high, np.where(high, t, 0).astype(np.uint64), out)
+  return out.astype(to)
+
 # bfloat16, which numpy lacks: its values are held in float32 (which holds each exactly), its memory as the raw 16 bits,
 # the top half of the float32's. The one home of its rounding: the renderers, the folder and the interpreter all use it.
 def bf16_round(x) -> np.ndarray:

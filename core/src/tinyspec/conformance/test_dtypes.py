@@ -6,7 +6,7 @@ import pytest
 from tinyspec import Tensor, dtypes
 from tinyspec.conformance import TENSOR_DTYPES
 from tinyspec.conformance.support import TOL, check, data, np_dtype, read, tensor
-from tinyspec.dtype import bf16_round
+from tinyspec.dtype import bf16_round, float_to_int
 
 IDS = [d.name for d in TENSOR_DTYPES]
 
@@ -149,3 +149,14 @@ def test_promotion_with_float32(dev, caps, dt):
   out = Tensor(x, device=dev) + Tensor(np.full(9, 0.5, np.float32), device=dev)
   want = dtypes.float64 if dt == dtypes.float64 else dtypes.float32
   check(out, (x.astype(np.float64) + 0.5).astype(want.np), dtype=want, rtol=1e-6)
+
+OUT_OF_RANGE = [np.nan, np.inf, -np.inf, 3e9, -3e9, 1e20, -1e20, 2.0 ** 63, -(2.0 ** 63), 1.5 * 2.0 ** 63, 2.0 ** 64, -2.7, 2.7, 300.5, -129.5]
+
+@pytest.mark.parametrize("src", [dtypes.float16, dtypes.float32, dtypes.float64], ids=lambda d: d.name)
+def test_float_to_int_has_one_result_everywhere(dev, caps, src):
+  """nan, infinities and values past the int64/uint64 range cast to 0; the rest truncate and wrap (dtype.float_to_int),
+  on every device: C and LLVM leave these cases undefined or saturate, so each renderer spells the rule out."""
+  with np.errstate(over="ignore"): x = np.array(OUT_OF_RANGE, np.float64).astype(src.np)  # past half's range: inf
+  for dst in (dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32, dtypes.int64, dtypes.uint64):
+    caps.require_dtype(src, dst)
+    np.testing.assert_array_equal(Tensor(x, device=dev).cast(dst).numpy(), float_to_int(x, dst.np), err_msg=f"{src.name} -> {dst.name}")

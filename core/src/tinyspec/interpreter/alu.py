@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from tinyspec.dtype import DType, bf16_from_bits, bf16_round, bf16_to_bits, dtypes
+from tinyspec.dtype import DType, bf16_from_bits, bf16_round, bf16_to_bits, dtypes, float_to_int
 from tinyspec.uop.ops import Ops
 
 
@@ -84,16 +84,14 @@ def run_alu(op: Ops, dtype: DType, *srcs: np.ndarray) -> np.ndarray:
   with np.errstate(all="ignore"): return held(ALU[op](*srcs), dtype)
 
 def cast(x: np.ndarray, dtype: DType) -> np.ndarray:
-  """CAST: to bool is x != 0; float to int truncates (out-of-range values are undefined on hardware, here they wrap).
+  """CAST: to bool is x != 0; float to int as `float_to_int` (one rule on every device).
   To bfloat16 rounds once from a float64, as hardware converts a double, and from anything else through float32 (exact
   from float16, rounding ints as LLVM's and PyTorch's conversions do); from bfloat16 is from the float32 holding it."""
   to = np_dtype(dtype)
   if to == np.bool_: return np.asarray(x != 0)
   with np.errstate(all="ignore"):
     if dtype.scalar() is dtypes.bfloat16: return held(x if x.dtype == np.float64 else x.astype(np.float32), dtype)
-    if np.issubdtype(x.dtype, np.floating) and np.issubdtype(to, np.integer):
-      x = np.trunc(np.nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0))
-      return x.astype(np.int64 if np.issubdtype(to, np.signedinteger) or to.itemsize < 8 else np.uint64).astype(to)
+    if np.issubdtype(x.dtype, np.floating) and np.issubdtype(to, np.integer): return float_to_int(x, to)
     return np.asarray(x).astype(to)
 
 def bitcast(x: np.ndarray, src: DType, dst: DType) -> np.ndarray:

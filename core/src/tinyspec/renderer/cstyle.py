@@ -208,7 +208,8 @@ class CStyleRenderer(Renderer):
   def helpers(self) -> dict[str, str]:
     """Helper functions by name: the prelude holds those whose name the kernel's body mentions. Floor division and modulo
     per signed integer type (x//0 and x%0 are 0; MIN // -1 wraps where C's / would trap), and float to int64 per float
-    type (NaN, infinities and values out of range give 0; C leaves them undefined). A dialect may add its own."""
+    type (`dtype.float_to_int`'s rule: NaN, infinities and values outside [-2**63, 2**64) give 0; C leaves them
+    undefined). A dialect may add its own."""
     out, p = {}, self.helper_prefix
     for dt in (*SINTS, dtypes.index):
       if dt not in self.type_map: continue
@@ -223,7 +224,7 @@ class CStyleRenderer(Renderer):
         if dt.itemsize < 4 or dt not in self.type_map: continue
         t, lo, hi, top = self.type_map[dt], *(self.render_float(v, dt) for v in (-2.0**63, 2.0**63, 2.0**64))
         out[f"f2i_{dt.name}"] = (f"{p}{i64} f2i_{dt.name}({t} x) {{\n"
-                                 f"  return x > {lo} && x < {hi} ? ({i64})x : x >= {hi} && x < {top} ? ({i64})({u64})x : 0; }}")
+                                 f"  return x >= {lo} && x < {hi} ? ({i64})x : x >= {hi} && x < {top} ? ({i64})({u64})x : 0; }}")
     return out
 
   @functools.cached_property

@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from tinyspec.dtype import AddrSpace, DType, bf16_round, dtypes
+from tinyspec.dtype import AddrSpace, DType, bf16_round, dtypes, finite_max
 from tinyspec.renderer import Renderer
 from tinyspec.uop.ops import AxisType, Ops
 from tinyspec.uop.uop import UOp
@@ -456,12 +456,15 @@ def _cast(f: _Function, x: str, src: DType, dst: DType) -> str:
     else: out = x if st == dt else f.emit(f"{'fpext' if _FBITS[st] < _FBITS[dt] else 'fptrunc'} {st} {x} to {dt}")
     return _bf16(f, out) if dst is dtypes.bfloat16 else out
   bits = 8 * dst.itemsize
-  if _isf(src):  # saturating conversions are defined for every input; through int64 so that narrower ints wrap as numpy's do
+  if _isf(src):  # dtype.float_to_int's rule: through 64 bits, so narrower ints wrap; nan, inf and the far out of range give 0
+    def within(a: float, b: float) -> str:  # a <= x < b, false for nan (ordered compares); a past the type's range: its lowest
+      a = max(a, -finite_max(src))           # finite value instead, or -inf (what -2**63 rounds to in half) would count as in
+      return f.emit(f"and i1 {f.emit(f'fcmp oge {st} {x}, {const(a, src)}')}, {f.emit(f'fcmp olt {st} {x}, {const(b, src)}')}")
     wide = f.emit(f"call i64 @{f.intrinsic(f'llvm.fptosi.sat.i64.{_SUFFIX[st]}', 'i64', st)}({st} {x})")
-    if dst is dtypes.uint64:  # from 2**63 up only an unsigned conversion reaches; below it, negatives wrap like numpy's
-      big = f.emit(f"call i64 @{f.intrinsic(f'llvm.fptoui.sat.i64.{_SUFFIX[st]}', 'i64', st)}({st} {x})")
-      return f.emit(f"select i1 {f.emit(f'fcmp olt {st} {x}, {const(2.0 ** 63, src)}')}, i64 {wide}, i64 {big}")
-    return wide if bits == 64 else f.emit(f"trunc i64 {wide} to {dt}")
+    big = f.emit(f"call i64 @{f.intrinsic(f'llvm.fptoui.sat.i64.{_SUFFIX[st]}', 'i64', st)}({st} {x})")
+    high = f.emit(f"select i1 {within(2.0 ** 63, 2.0 ** 64)}, i64 {big}, i64 0")
+    out = f.emit(f"select i1 {within(-(2.0 ** 63), 2.0 ** 63)}, i64 {wide}, i64 {high}")
+    return out if bits == 64 else f.emit(f"trunc i64 {out} to {dt}")
   sbits = 1 if src is dtypes.bool else 8 * src.itemsize
   if sbits == bits: return x
   if sbits > bits: return f.emit(f"trunc {st} {x} to {dt}")
