@@ -40,3 +40,19 @@ def test_float16(fn, x):
   assert got.dtype == dtypes.float16
   want = getattr(np, fn)(x16.astype(np.float32))
   close(got.numpy(), want, 1e-2, 1e-2)
+
+def test_issue_examples():
+  # cos(1e7) was sin(1e7 + pi/2) with 1e7 + pi/2 rounded to 10000002 (-0.99999 for -0.907), the slopes of cos and tan
+  # at 1e6 were off by 0.016, and (-inf) ** 0.3 was nan (C99 and PyTorch: inf)
+  x = np.array([1e7, 1e6, -1e9], np.float32)
+  np.testing.assert_array_max_ulp(Tensor(x).cos().numpy(), np.cos(x.astype(np.float64)).astype(np.float32), 2)
+  np.testing.assert_array_max_ulp(Tensor(x).tan().numpy(), np.tan(x.astype(np.float64)).astype(np.float32), 4)
+  for fn, slope in (("cos", lambda v: -np.sin(v)), ("tan", lambda v: 1 / np.cos(v) ** 2)):
+    t = Tensor(x, requires_grad=True)
+    getattr(t, fn)().sum().backward()
+    close(t.grad.numpy(), slope(x.astype(np.float64)), 1e-6, 1e-6)
+  base = np.array([-np.inf, -np.inf, -8.0, 0.0, -0.0, np.nan, 1.0, -1.0], np.float32)
+  expo = np.array([0.3, 3.0, 1 / 3, -1.0, -1.0, 0.0, np.nan, np.inf], np.float32)
+  got = (Tensor(base) ** Tensor(expo)).numpy()
+  np.testing.assert_array_equal(got, [np.inf, -np.inf, np.nan, np.inf, -np.inf, 1.0, 1.0, 1.0])
+  assert np.signbit(got[4])

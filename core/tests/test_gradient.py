@@ -172,7 +172,7 @@ def test_vs_finite_differences(case):
   assert abs(fd - analytic) <= 1e-6 * (1 + abs(analytic)), (fd, analytic)
 
 
-# ---- ties: the maxima share the gradient ----
+# ---- ties: PyTorch's choices ----
 
 def test_maximum_ties_share():
   a, b = Tensor([1.0, 2.0, 3.0], requires_grad=True), Tensor([1.0, 0.0, 3.0], requires_grad=True)
@@ -180,21 +180,28 @@ def test_maximum_ties_share():
   np.testing.assert_allclose(a.grad.numpy(), [0.5, 1.0, 0.5])
   np.testing.assert_allclose(b.grad.numpy(), [0.5, 0.0, 0.5])
 
-def test_max_min_reduce_ties_share():
+def test_max_min_reduce_ties():
   x = Tensor([[1.0, 3.0, 3.0], [2.0, 2.0, 2.0]], requires_grad=True)
-  x.max(1).sum().backward()
+  x.max(1).sum().backward()  # one axis (torch.max(x, 1)): the first maximum takes it all
+  np.testing.assert_allclose(x.grad.numpy(), [[0, 1, 0], [1, 0, 0]])
+  x.grad = None
+  x.max((1,)).sum().backward()  # a tuple of axes (torch.amax): the maxima share it
   np.testing.assert_allclose(x.grad.numpy(), [[0, 0.5, 0.5], [1 / 3] * 3], rtol=1e-6)
   y = Tensor([[1.0, 3.0, 1.0], [0.0, 5.0, 0.0]], requires_grad=True)
-  (y.min() * 4).backward()  # the two zeros are the minima of the whole tensor
+  (y.min() * 4).backward()  # the two zeros are the minima of the whole tensor: they share it
   np.testing.assert_allclose(y.grad.numpy(), [[0, 0, 0], [2, 0, 2]])
 
-def test_max_ties_match_torch_amax():
+def test_max_ties_match_torch():
   torch = pytest.importorskip("torch")
   d = np.array([[1.0, 4.0, 4.0, 0.0], [2.0, 2.0, 2.0, 2.0], [5.0, 1.0, 5.0, 5.0]], np.float32)
-  x, t = Tensor(d, requires_grad=True), torch.tensor(d, requires_grad=True)
-  (x.max(1) * Tensor([1.0, 2.0, 3.0])).sum().backward()
-  (t.amax(1) * torch.tensor([1.0, 2.0, 3.0])).sum().backward()
-  np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-6)
+  for ours, theirs in ((lambda x: x.max(1), lambda t: t.max(1).values), (lambda x: x.max((1,)), lambda t: t.amax(1)),
+                       (lambda x: x.min(0), lambda t: t.min(0).values), (lambda x: x.max(), lambda t: t.max())):
+    x, t = Tensor(d, requires_grad=True), torch.tensor(d, requires_grad=True)
+    out = ours(x)
+    w = np.arange(1, out.numel() + 1, dtype=np.float32).reshape(out.shape)  # distinct weights: each output's share shows
+    (out * Tensor(w)).sum().backward()
+    (theirs(t) * torch.tensor(w)).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-6)
 
 def test_prod_with_zeros():
   x = Tensor([[2.0, 3.0, 4.0], [2.0, 0.0, 5.0], [0.0, 3.0, 0.0]], requires_grad=True)
@@ -251,7 +258,7 @@ def test_errors():
   x = Tensor([1.0, 2.0], requires_grad=True)
   with pytest.raises(RuntimeError, match=r"scalar outputs.*\(2,\)"): (x * 2).backward()
   with pytest.raises(RuntimeError, match=r"gradient of shape \(3,\).*\(2,\)"): (x * 2).backward(Tensor([1.0, 1.0, 1.0]))
-  with pytest.raises(RuntimeError, match="does not require grad"): Tensor([1.0, 2.0]).sum().backward()
+  with pytest.raises(RuntimeError, match="does not require grad"): Tensor.ones(2).sum().backward()  # constants: no leaf
   with pytest.raises(RuntimeError, match="does not require grad"): (x > 1).sum().backward()  # a bool/int value has no gradient
   with pytest.raises(RuntimeError, match="floating point"): Tensor([1, 2], requires_grad=True)
   with pytest.raises(RuntimeError, match="floating point"): Tensor.arange(3, requires_grad=True)

@@ -185,6 +185,89 @@ def test_specials():
         assert_close(got, f(xs.astype(npdt)), 0, 1e-6)
         if f is np.sin: assert np.signbit(got[4])  # sin(-0.0) = -0.0
 
+def ulps(got, want) -> np.ndarray:
+  """|got - want| in ulps of want (want's dtype); equal values (zeros of the same sign, infinities, nans) are 0 apart."""
+  g, w = np.asarray(got, np.float64), np.asarray(want, np.float64)
+  with np.errstate(all="ignore"): err = np.abs(g - w) / np.spacing(np.abs(want)).astype(np.float64)
+  same = ((g == w) & (np.signbit(g) == np.signbit(w))) | (np.isnan(g) & np.isnan(w))
+  return np.where(same, 0.0, np.where(np.isfinite(g) & np.isfinite(w) & (w != 0), err, np.inf))
+
+def trig_args(npdt, hi: float, n: int = 20000) -> np.ndarray:
+  """+-x log-uniform in [1e-6, hi], uniform in [0, 10], and the floats nearest k pi/2 (the hardest to reduce) up to 1e9."""
+  rng = np.random.default_rng(3)
+  near = np.round(np.exp(rng.uniform(0, math.log(1e9 / (math.pi / 2)), n))) * (math.pi / 2)
+  xs = np.concatenate([np.exp(rng.uniform(math.log(1e-6), math.log(hi), n)), rng.uniform(0, 10, n), near]).astype(npdt)
+  return np.concatenate([xs, -xs])
+
+@pytest.mark.parametrize("dt, npdt, hi, bound", [(dtypes.float32, np.float32, 3e38, 2), (dtypes.float64, np.float64, 1e9, 2),
+                                                  (dtypes.float64, np.float64, 1e300, 3)], ids=["float32", "float64", "float64-huge"])
+def test_sin_in_ulps(dt, npdt, hi, bound):
+  # the quadrant reduction and the two series: within 2 ulp of the rounded true value over the whole range; float64 past
+  # Cody-Waite's range (6.6e12) makes r from the fixed-point bits in float arithmetic, which rounds a few more times
+  xs = trig_args(npdt, hi)
+  assert ulps(evaluate(sin, dt, xs), reference(np.sin, xs, npdt)).max() <= bound
+
+def strip_detach(root: UOp) -> UOp: return root.substitute({u: u.src[0] for u in root.toposort() if u.op is Ops.DETACH})  # as realize does
+
+FRONT = {"sin": (lambda x: T.sin_cos(x, 0), np.sin, 2), "cos": (lambda x: T.sin_cos(x, 1), np.cos, 2), "tan": (T.tan, np.tan, 4)}
+
+@pytest.mark.parametrize("native", [frozenset(), frozenset({Ops.SIN, Ops.DIV})], ids=["decomposed", "native"])
+@pytest.mark.parametrize("fn", FRONT)
+@pytest.mark.parametrize("dt, npdt", [(dtypes.float32, np.float32), (dtypes.float64, np.float64)], ids=["float32", "float64"])
+def test_front_end_trig(fn, native, dt, npdt):
+  # the front end's sin, cos and tan: SIN of the exactly reduced argument, whether isel decomposes SIN or the device has it
+  # (here numpy's sin, as the interpreter runs a native SIN); up to 1e9, as exact as SIN itself
+  build, f, bound = FRONT[fn]
+  x = param(dt)
+  xs = trig_args(npdt, 1e9)
+  assert ulps(run(lowered(strip_detach(build(x)), native), {x: xs}), reference(f, xs, npdt)).max() <= bound
+  specials = np.array([0.0, -0.0, math.inf, -math.inf, math.nan], npdt)
+  want = {"sin": [0.0, -0.0, math.nan, math.nan, math.nan], "cos": [1.0, 1.0, math.nan, math.nan, math.nan]}.get(fn, [0.0, -0.0] + [math.nan] * 3)
+  assert (ulps(run(lowered(strip_detach(build(x)), native), {x: specials}), np.array(want, npdt)) == 0).all()
+
+@pytest.mark.parametrize("native", [frozenset(), frozenset({Ops.EXP2})], ids=["decomposed", "native"])
+@pytest.mark.parametrize("dt, npdt", [(dtypes.float32, np.float32), (dtypes.float64, np.float64)], ids=["float32", "float64"])
+def test_front_end_exp(native, dt, npdt):
+  # e**x = 2**n EXP2(r / ln 2), x = n ln 2 + r exact: within 2 ulp from the subnormal results to overflow
+  fi = np.finfo(npdt)
+  xs = np.concatenate([np.random.default_rng(4).uniform(math.log(float(fi.smallest_subnormal)) - 2, math.log(float(fi.max)) + 2, 100000),
+                       [0.0, -0.0, 1.0, math.inf, -math.inf, math.nan, 1e30, -1e30]]).astype(npdt)
+  x = param(dt)
+  assert ulps(run(lowered(T.exp(x), native), {x: xs}), reference(np.exp, xs, npdt)).max() <= 2
+
+def test_sqrt_in_ulps():
+  # EXP2(LOG2(a) / 2) and a Newton step: within an ulp over all positive floats; sqrt(-0.0) = -0.0
+  for dt, npdt in ((dtypes.float32, np.float32), (dtypes.float64, np.float64)):
+    fi = np.finfo(npdt)
+    xs = np.concatenate([np.exp(np.random.default_rng(5).uniform(math.log(float(fi.smallest_subnormal)), math.log(float(fi.max)), 100000)),
+                         [0.0, -0.0, math.inf, -math.inf, math.nan, -1.0, 4.0]]).astype(npdt)
+    with np.errstate(invalid="ignore"): assert ulps(evaluate(unary(Ops.SQRT), dt, xs), np.sqrt(xs)).max() <= 1
+
+def pow_args(npdt, span: float, n: int = 50000) -> tuple[np.ndarray, np.ndarray]:
+  """a = 2**u, u uniform in [-20, 20], and b = y / u with y uniform in [-span, span]: b log2 a across the exponent range,
+  with |b| up to thousands where a is near 1 or |log2 a| is about 1/2 (where the product's rounding would cost most)."""
+  rng = np.random.default_rng(6)
+  u = np.concatenate([rng.uniform(-20, 20, n), rng.uniform(-0.6, 0.6, n)])
+  return np.exp2(u).astype(npdt), (rng.uniform(-span, span, 2 * n) / u).astype(npdt)
+
+@pytest.mark.parametrize("dt, npdt, span", [(dtypes.float32, np.float32, 125), (dtypes.float64, np.float64, 1000)], ids=["float32", "float64"])
+def test_pow_in_ulps(dt, npdt, span):
+  a, b = param(dt), param(dt, 1)
+  base, expo = pow_args(npdt, span)
+  with np.errstate(all="ignore"): want = np.power(base.astype(np.float64), expo.astype(np.float64)).astype(npdt)
+  assert ulps(run(lowered(UOp(Ops.POW, (a, b))), {a: base, b: expo}), want).max() <= 2
+
+def test_pow_special_values():
+  # POW(a, b) for a >= 0 follows C99's pow (numpy's power), negative a gives nan; subnormal bases and results included
+  vals = [0.0, -0.0, 1.0, 2.0, 0.5, 3.0, 0.3, math.inf, -math.inf, math.nan, 1e-40, 1e30, -2.0, -0.5, 149.0, -149.0, -150.0, 128.0]
+  for dt, npdt in ((dtypes.float32, np.float32), (dtypes.float64, np.float64)):
+    base, expo = (v.ravel().astype(npdt) for v in np.meshgrid(vals, vals))
+    a, b = param(dt), param(dt, 1)
+    with np.errstate(all="ignore"): want = np.where(base < 0, np.nan, np.power(np.abs(base), expo)).astype(npdt)
+    want = np.where(expo == 0, 1.0, want).astype(npdt)  # x**0 = 1 even for a negative or nan x
+    got = run(lowered(UOp(Ops.POW, (a, b))), {a: base, b: expo})
+    assert ulps(got, want).max() <= 1, [(x, y, g, w) for x, y, g, w in zip(base, expo, got, want) if ulps(g, w) > 1][:5]
+
 def test_constants():
   assert T.INV_PI >> (T.INV_PI_BITS - 53) == int(math.ldexp(1 / math.pi, 53))  # the top bits of 1/pi
   assert math.fsum(T.CW_PI_PARTS) == math.pi

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 from tinyspec.dtype import dtypes
+from tinyspec.engine import transcendental as T
 from tinyspec.uop.ops import GroupOp, Ops
 from tinyspec.uop.properties import vec_values
 from tinyspec.uop.rewrite import PatternMatcher, UPat
@@ -29,16 +30,18 @@ def _unbroadcast(g: UOp, shape: tuple) -> UOp:
   return (g.reduce(Ops.ADD, axes) if axes else g).reshape(shape)
 
 def _max(ctx: UOp, ret: UOp) -> tuple[UOp, UOp]:
-  """d max(a, b): the larger source takes the gradient; on a tie each takes half (as PyTorch's maximum)."""
+  """d max(a, b), as PyTorch's maximum: each source takes the gradient unless it is the smaller one, halved on a tie; a nan
+  (neither smaller nor equal) leaves both the whole gradient."""
   a, b = ret.src
-  tie = a.eq(b).where(ctx * 0.5, 0.0)
-  return (b < a).where(ctx, tie), (a < b).where(ctx, tie)
+  share = a.eq(b).where(ctx * 0.5, ctx)
+  return (a < b).where(0.0, share), (b < a).where(0.0, share)
 
 def _pow(ctx: UOp, ret: UOp) -> tuple[UOp, UOp]:
-  """d a^b = (b a^(b-1), a^b ln a); 0^b has no slope in b for b >= 0 and none in a for b = 0 (PyTorch's masks)."""
+  """d a^b = (b a^(b-1), a^b ln a) with PyTorch's masks: no slope in a where b = 0, none in b where a = 0 and b >= 0. POW
+  gives x^0 = 1^x = 1 everywhere (C99's values), so d/db inf^b at b = 0 is ln inf = inf and d/da 1^b at b = inf is inf."""
   a, b = ret.src
   da = b.eq(0).where(0.0, ctx * b * UOp(Ops.POW, (a, b + -1)))
-  db = (a.eq(0) & (b < 0).ne(True)).where(0.0, ctx * ret * UOp(Ops.LOG2, (a,)) * _LN2)
+  db = ctx * (a.eq(0) & (b < 0).ne(True)).where(0.0, ret * UOp(Ops.LOG2, (a,)) * _LN2)
   return da, db
 
 def _reduce(ctx: UOp, ret: UOp) -> tuple[UOp]:
@@ -47,8 +50,8 @@ def _reduce(ctx: UOp, ret: UOp) -> tuple[UOp]:
   ge = _expand_to(ctx, x.shape)
   if op is Ops.ADD: return (ge,)
   zero, one = _c(0, x), _c(1, x)
-  if op is Ops.MAX:  # the maxima share the gradient equally (PyTorch's amax)
-    hit = x.eq(_expand_to(ret, x.shape))
+  if op is Ops.MAX:  # the maxima share the gradient equally (PyTorch's amax and full max); a nan maximum is each nan
+    hit = x.eq(_expand_to(ret, x.shape)) | x.ne(x)
     count = hit.where(one, zero).reduce(Ops.ADD, axes)
     return (hit.where(ge * _expand_to(count.recip(), x.shape), zero),)
   # MUL: the product of the others is prod/x without zeros; with one zero only that element has one (the product of the
@@ -94,6 +97,10 @@ def _function(ctx: UOp, ret: UOp, fn: UOp) -> tuple[UOp | None, ...]:
 
 def _none(ret: UOp) -> tuple[None, ...]: return (None,) * len(ret.src)
 
+def _cos(x: UOp) -> UOp:
+  """cos x for SIN's gradient: by the exact reduction (sin(x + pi/2) rounds x + pi/2 first, 0.1 off at 1e6 in float32)."""
+  return T.sin_cos(x, 1) if x.dtype in (dtypes.float32, dtypes.float64) else UOp(Ops.SIN, (x + math.pi / 2,))
+
 # comparisons, integer and bit ops, random bits: piecewise constant or not real-valued, so no gradient flows
 _NO_GRADIENT = GroupOp.Comparison | {Ops.IDIV, Ops.MOD, Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR, Ops.NOT, Ops.THREEFRY, Ops.BITCAST}
 
@@ -113,7 +120,7 @@ pm_gradient = PatternMatcher([
   (UPat(Ops.MULACC, name="ret"), lambda ctx, ret: (ctx * ret.src[1], ctx * ret.src[0], ctx)),        # d(ab+c) = (gb, ga, g)
   (UPat(Ops.EXP2, name="ret"), lambda ctx, ret: (ctx * ret * _LN2,)),                                # d 2^x = g 2^x ln 2
   (UPat(Ops.LOG2, name="ret"), lambda ctx, ret: (ctx * ret.src[0].recip() * (1 / _LN2),)),           # d log2 x = g / (x ln 2)
-  (UPat(Ops.SIN, name="ret"), lambda ctx, ret: (ctx * UOp(Ops.SIN, (ret.src[0] + math.pi / 2,)),)),  # d sin x = g cos x
+  (UPat(Ops.SIN, name="ret"), lambda ctx, ret: (ctx * _cos(ret.src[0]),)),                         # d sin x = g cos x
   (UPat(Ops.SQRT, name="ret"), lambda ctx, ret: (ctx * ret.recip() * 0.5,)),                         # d sqrt x = g / (2 sqrt x)
   (UPat(Ops.POW, name="ret"), _pow),                                                                 # (g b a^(b-1), g a^b ln a)
   # movement: each undoes its op on g (the shape vectors get none)

@@ -1,10 +1,12 @@
 """Instruction selection's decompositions: every decomposed op (seed 001's table) that the backend lacks becomes primitives.
 
 The tables are selected per op: `isel(root, native)` drops every rule whose op the backend has natively, so SQRT on a
-backend with EXP2 and LOG2 becomes EXP2(LOG2(x) * 0.5) and stops there, and on one without them goes on to polynomials."""
+backend with EXP2 and LOG2 becomes EXP2(LOG2(x) * 0.5) (and a Newton step) and stops there, and on one without them
+goes on to polynomials."""
 from __future__ import annotations
 
 import functools
+import math
 
 from tinyspec.dtype import dtypes
 from tinyspec.engine import transcendental as T
@@ -17,6 +19,11 @@ HALF, FLOAT = (dtypes.float16, dtypes.bfloat16), tuple(T.FORMATS)
 
 def _u(op: Ops, *src: UOp) -> UOp: return UOp(op, src)
 def _widen(u: UOp) -> UOp: return UOp(u.op, tuple(s.cast(dtypes.float32) for s in u.src)).cast(u.dtype)
+def _sqrt(a: UOp, y: UOp) -> UOp:
+  """One Newton step y + (a/y - y)/2 on y = exp2(log2(a) / 2), whose error grows with |log2 a| (the rounding of
+  log2(a) / 2: tens of ulps at float32's extremes): the step squares that relative error away. +-0 is itself (IEEE's
+  sqrt(-0.0) = -0.0), inf, nan and negative a keep y."""
+  return ((a < math.inf) & (UOp.const(0.0, a.dtype) < a)).where(y + (a * y.recip() + -y) * 0.5, a.eq(0.0).where(a, y))
 
 # 16-bit floats compute in float32: their results round to 11 or 8 bits, which float32 arithmetic covers with room to spare
 pm_widen_half = PatternMatcher([
@@ -33,8 +40,7 @@ pm_decompose = PatternMatcher([
   (UPat(Ops.CMPLE, src=(a, b)), lambda a, b: (b < a).ne(True)),                                      # a <= b -> (b < a) != 1
   (UPat(Ops.CMPEQ, src=(a, b)), lambda a, b: a.ne(b).ne(True)),                                      # a == b -> (a != b) != 1
   (UPat(Ops.NOT, src=(a,)), lambda a: a.ne(1)),                                                      # not a -> a != 1
-  (UPat(Ops.SQRT, src=(a,)), lambda a: _u(Ops.EXP2, _u(Ops.LOG2, a) * 0.5)),                         # sqrt(a) -> exp2(log2(a) * 0.5)
-  (UPat(Ops.POW, src=(a, b)), lambda a, b: _u(Ops.EXP2, _u(Ops.LOG2, a) * b)),                       # a ** b -> exp2(log2(a) * b)
+  (UPat(Ops.SQRT, src=(a,)), lambda a: _sqrt(a, _u(Ops.EXP2, _u(Ops.LOG2, a) * 0.5))),               # sqrt(a) -> exp2(log2(a) * 0.5), refined
   (UPat(Ops.MULACC, src=(a, b, c)), lambda a, b, c: a * b + c),                                      # mulacc(a, b, c) -> a * b + c
 ])
 
@@ -42,7 +48,8 @@ pm_decompose = PatternMatcher([
 pm_transcendental = PatternMatcher([
   (UPat(Ops.EXP2, FLOAT, (a,)), lambda a: T.exp2(a)),                                                # 2**a -> 2**n * poly(r)
   (UPat(Ops.LOG2, FLOAT, (a,)), lambda a: T.log2(a)),                                                # log2(a) -> e + s * poly(s*s)
-  (UPat(Ops.SIN, FLOAT, (a,)), lambda a: T.sin(a)),                                                  # sin(a) -> ±r * poly(r*r)
+  (UPat(Ops.SIN, FLOAT, (a,)), lambda a: T.sin(a)),                                                  # sin(a) -> ±sin/cos poly(r)
+  (UPat(Ops.POW, FLOAT, (a, b)), lambda a, b: T.pow(a, b)),                                          # a ** b -> 2**(b log2 a), split
 ])
 
 _ROTATIONS = (13, 15, 26, 6, 17, 29, 16, 24)

@@ -189,12 +189,13 @@ class NNMixin:
 
   def max_pool2d(self: Tensor, kernel_size: IntOrTuple = (2, 2), stride: IntOrTuple | None = None, padding: IntOrTuple = 0,
                  dilation: IntOrTuple = 1, ceil_mode: bool = False) -> Tensor:
-    """The max over each window of the last len(kernel_size) axes (the last 2 for an int); padding counts as -inf."""
+    """The max over each window of the last len(kernel_size) axes (the last 2 for an int); padding counts as -inf. The
+    gradient goes to each window's first maximum in row-major order, as PyTorch's (whose indices name that one)."""
     k, s, d, _, pads, o = self._pool_setup(kernel_size, stride, padding, dilation, ceil_mode, "max_pool2d")
     keep = [None] * (self.ndim - len(k))
     x = _pool(self.pad(keep + pads, value=self.dtype.min), k, s, d)
     x = x.shrink(keep + [(0, oo) for oo in o] + [None] * len(k))
-    return x.max(tuple(range(-len(k), 0)))
+    return x.flatten(x.ndim - len(k)).max(-1)
 
   def avg_pool2d(self: Tensor, kernel_size: IntOrTuple = (2, 2), stride: IntOrTuple | None = None, padding: IntOrTuple = 0,
                  ceil_mode: bool = False, count_include_pad: bool = True, divisor_override: int | None = None) -> Tensor:

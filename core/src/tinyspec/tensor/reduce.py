@@ -44,8 +44,10 @@ class ReduceMixin:
     return ((d * d).sum(axes, keepdim=keepdim) / max(0, math.prod(self.shape[a] for a in axes) - correction)).cast(x.dtype)
 
   def std(self: Tensor, axis: Axis = None, keepdim: bool = False, correction: int | float = 1) -> Tensor:
-    """The standard deviation over `axis`: sqrt of `var` with the same `correction`."""
-    return self.var(axis, keepdim, correction).sqrt()
+    """The standard deviation over `axis`: sqrt of `var` with the same `correction`. Where the variance is 0 the gradient is
+    0, as PyTorch's (sqrt's infinite slope there times var's zero slope would be nan)."""
+    v = self.var(axis, keepdim, correction)
+    return (v == 0).where(0.0, v).sqrt()
 
   def var_mean(self: Tensor, axis: Axis = None, keepdim: bool = False, correction: int | float = 1) -> tuple[Tensor, Tensor]:
     """(var, mean) over `axis`, as torch.var_mean."""
@@ -65,11 +67,17 @@ class ReduceMixin:
     ax = resolve_dim(axis, self.ndim)
     if self.ndim == 0: return self._full_like_shape((), 0, dtypes.int64)
     if (n := self.shape[ax]) == 0: raise IndexError(f"argmax(): Expected reduction dim {ax} to have non-zero size.")
-    hit = self == self.max(ax, keepdim=True)
-    if dtypes.is_float(self.dtype): hit = hit | (self != self)  # nan: a max that propagates it matches nothing else
-    # n - i is largest at the first index, so a max over the hits picks the first one
-    rev = type(self).arange(n, 0, -1, dtype=dtypes.int32, device=self.device).reshape(tuple(n if i == ax else 1 for i in range(self.ndim)))
+    hit, rev = self._maxima(ax)
     return (n - hit.where(rev, 0).max(ax, keepdim=keepdim)).cast(dtypes.int64)  # found in int32, the kernels' cheaper width
+
+  def _maxima(self: Tensor, ax: int) -> tuple[Tensor, Tensor]:
+    """(hit, rev) along axis ax: hit marks the maxima, rev = n - i (int32, size 1 on the other axes) is largest at the first
+    index, so the max of hit.where(rev, 0) is n minus the first maximum's index. A nan is a maximum (as PyTorch's argmax):
+    a max that propagates it matches nothing else."""
+    n = self.shape[ax]
+    hit = self == self.max((ax,), keepdim=True)  # a tuple: the plain reduction (an int axis would find its first maximum)
+    if dtypes.is_float(self.dtype): hit = hit | (self != self)
+    return hit, type(self).arange(n, 0, -1, dtype=dtypes.int32, device=self.device).reshape(tuple(n if i == ax else 1 for i in range(self.ndim)))
 
   def argmin(self: Tensor, axis: int | None = None, keepdim: bool = False) -> Tensor:
     """The index (int64) of the smallest value along `axis`, the first one on ties. axis None: into the flattened tensor."""
@@ -101,7 +109,8 @@ class ReduceMixin:
     """log(sum(exp(x))) over `axis`, computed stably around the max; -inf over an empty axis."""
     x, axes = self._float(), self._axes(axis)
     if any(self.shape[a] == 0 for a in axes): return self._full_like_shape(_reduced_shape(self.shape, axes, keepdim), -math.inf, x.dtype)
-    m = x.max(axes, keepdim=True)
+    # the shift by the max cancels exactly, so it takes no gradient (through it only rounding noise would flow)
+    m = x.max(axes, keepdim=True).detach()
     m = (m.abs() == math.inf).where(0.0, m)  # an infinite max would make x - m nan; shifting by 0 gives torch's inf/-inf
     out = (x - m).exp().sum(axes, keepdim=True).log() + m
     return out if keepdim else out.reshape(_reduced_shape(self.shape, axes, False))
@@ -110,14 +119,16 @@ class ReduceMixin:
     """exp(x) / sum(exp(x)) along `axis`, with the max subtracted first so exp never overflows. `dtype` casts the input first."""
     x, ax = (self if dtype is None else self.cast(dtype))._float(), resolve_dim(axis, self.ndim)
     if x.numel() == 0: return x
-    e = (x - x.max(ax, keepdim=True)).exp()
-    return e / e.sum(ax, keepdim=True)
+    e = (x - x.max((ax,), keepdim=True).detach()).exp()  # the shift cancels exactly: no gradient (see logsumexp)
+    # one reciprocal of the sum, broadcast: its gradient -sum(g e) / sum(e)^2 is then rounded once, not summed from per-element
+    # roundings, so for a constant g it cancels g / sum(e) exactly whenever sum(e) * (1 / sum(e)) rounds to 1
+    return e * e.sum(ax, keepdim=True).reciprocal()
 
   def log_softmax(self: Tensor, axis: int = -1, dtype: DType | str | None = None) -> Tensor:
     """log(softmax(x)) along `axis`, as x - max - log(sum(exp(x - max))): stable, and exact where softmax underflows to 0."""
     x, ax = (self if dtype is None else self.cast(dtype))._float(), resolve_dim(axis, self.ndim)
     if x.numel() == 0: return x
-    s = x - x.max(ax, keepdim=True)
+    s = x - x.max((ax,), keepdim=True).detach()  # the shift cancels exactly: no gradient (see logsumexp)
     return s - s.exp().sum(ax, keepdim=True).log()
 
   # ---- scans ----
@@ -152,14 +163,16 @@ def _windows(x: Tensor, fill) -> Tensor:
   return x.shrink(tuple([(0, s) for s in b] + [(0, 2 * n * n)])).reshape(*b, n, 2 * n).shrink(tuple([(0, s) for s in b] + [(0, n), (0, n)]))
 
 def _combine(a: Tensor, b: Tensor, op: str) -> Tensor:
-  return a + b if op == "sum" else a * b if op == "prod" else a.maximum(b)
+  """a (later elements) combined with b (earlier ones). For max a tie goes to a, the later maximum (see _scan_last)."""
+  return a + b if op == "sum" else a * b if op == "prod" else ((b > a) | (b != b)).where(b, a)
 
 def _scan_last(x: Tensor, op: str) -> Tensor:
   """The inclusive scan of `op` along the last axis. Long axes go in two stages (a scan inside chunks of _CHUNK, then the chunk
   totals scanned and combined in), so the work is O(n * _CHUNK) instead of O(n^2)."""
   *b, n = x.shape
   fill = identity(op, x.dtype)
-  if n <= 2 * _CHUNK: return getattr(_windows(x, fill), op)(-1)
+  # cummax's gradient goes to the last maximum so far (PyTorch's indices): the first maximum of each window reversed
+  if n <= 2 * _CHUNK: return _windows(x, fill).flip(-1).max(-1) if op == "max" else getattr(_windows(x, fill), op)(-1)
   m = -(-n // _CHUNK)
   # pad on the left so the real data ends the last chunk: the padding's fills do not change any real element's scan
   chunks = _scan_last(x.pad(tuple([(0, 0)] * len(b) + [(m * _CHUNK - n, 0)]), value=fill).reshape(*b, m, _CHUNK), op)

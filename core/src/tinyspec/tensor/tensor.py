@@ -26,9 +26,10 @@ from typing import Any
 import numpy as np
 
 from tinyspec.device import Device
-from tinyspec.dtype import DType, dtypes, least_upper_dtype, to_dtype
+from tinyspec.dtype import SINTS, DType, dtypes, least_upper_dtype, to_dtype
 from tinyspec.engine import multi
 from tinyspec.engine import realize as engine
+from tinyspec.engine import transcendental as T
 from tinyspec.gradient import compute_gradient, grad_path
 from tinyspec.tensor.movement import MovementMixin, broadcast_const, broadcast_shape, resolve_dim, shape_arg
 from tinyspec.tensor.nn import NNMixin
@@ -40,7 +41,21 @@ from tinyspec.uop.uop import UOp
 Scalar = bool | int | float
 _NP_SCALAR = (np.bool_, np.integer, np.floating)
 _INT32 = (-2 ** 31, 2 ** 31 - 1)
-_grad_tensors: weakref.WeakSet[Tensor] = weakref.WeakSet()  # live tensors with requires_grad=True: backward's leaves
+class _LiveSet:
+  """Live Tensors, held weakly and told apart by identity (a WeakSet compares its members with ==, elementwise here)."""
+  def __init__(self): self._refs: dict[int, weakref.ref] = {}
+  def add(self, t: Tensor):
+    k = id(t)
+    self._refs[k] = weakref.ref(t, lambda _: self._refs.pop(k, None))
+  def discard(self, t: Tensor): self._refs.pop(id(t), None)
+  def __iter__(self) -> Iterator[Tensor]: return (t for r in list(self._refs.values()) if (t := r()) is not None)
+  def __bool__(self) -> bool: return bool(self._refs)
+
+_grad_tensors = _LiveSet()  # live tensors with requires_grad=True: backward's leaves
+# live float leaves (made by a constructor: Tensor(...), rand, randn...) with requires_grad left None, that own their value
+# (a BUFFER: not a hash-consed constant, which other constants would share): backward's leaves when it reaches no tensor
+# with requires_grad=True, as tinygrad gives such leaves gradients
+_unset_leaves = _LiveSet()
 
 
 def _canon(device: str | tuple[str, ...]) -> str | tuple[str, ...]:
@@ -127,7 +142,7 @@ class Tensor(MovementMixin, ReduceMixin, NNMixin, RandomMixin):
   def _from_uop(cls, uop: UOp, device: str | None = None) -> Tensor:
     """A Tensor whose value is `uop`, without a copy. `device` is where a constant-only graph (which has no device) lives."""
     t = cls.__new__(cls)
-    t.uop, t.requires_grad, t.grad = uop, None, None
+    t.uop, t.grad = uop, None  # requires_grad stays unset (the class's None) without the setter: not a leaf
     t._device = device if device is not None else uop.device if uop.device is not None else Device.DEFAULT
     return t
   def _new(self, uop: UOp) -> Tensor: return type(self)._from_uop(uop, self.device)
@@ -189,7 +204,8 @@ class Tensor(MovementMixin, ReduceMixin, NNMixin, RandomMixin):
   @property
   def requires_grad(self) -> bool | None:
     """Whether backward fills this tensor's `.grad`. Set on a leaf (True/False); a computed tensor that was not set says
-    True when its value depends on a leaf that requires grad (not through detach), else None."""
+    True when its value depends on a leaf that requires grad (not through detach), else None. A leaf left None is "unset":
+    backward fills its `.grad` when it reaches no leaf that requires grad (see backward)."""
     if self._requires_grad is not None: return self._requires_grad
     return True if _grad_tensors and (root := self._graph()) in grad_path(root, {t.uop for t in _grad_tensors}) else None
   @requires_grad.setter
@@ -201,6 +217,8 @@ class Tensor(MovementMixin, ReduceMixin, NNMixin, RandomMixin):
       if not engine.is_realized(self.uop) and self.uop not in grad_path(self.uop, {t.uop for t in _grad_tensors}): self.realize()
       _grad_tensors.add(self)
     elif self._requires_grad: _grad_tensors.discard(self)
+    if value is None and dtypes.is_float(self.dtype) and any(u.op is Ops.BUFFER for u in self.uop.toposort()): _unset_leaves.add(self)
+    else: _unset_leaves.discard(self)
     self._requires_grad = value
   def requires_grad_(self, requires_grad: bool = True) -> Tensor:
     """Set requires_grad in place; returns self."""
@@ -231,11 +249,15 @@ class Tensor(MovementMixin, ReduceMixin, NNMixin, RandomMixin):
     return out
   def backward(self, gradient: Tensor | None = None) -> Tensor:
     """Add d(self)/d(leaf) to `.grad` (grad += new; None becomes the new one) of every live tensor with requires_grad=True
-    this value depends on. `gradient` seeds it (implicitly 1 for a one-element tensor). The graph stays valid: backward
-    can run again, and the gradients are lazy tensors."""
-    root, leaves = self._graph(), list(_grad_tensors)
-    path = grad_path(root, {t.uop for t in leaves})
-    leaves = [t for t in leaves if t.uop in path]
+    this value depends on; when there is none, of every live leaf left unset (requires_grad None: Tensor.randn(3), a
+    layer's weight before an optimizer marks it) that it depends on, as tinygrad does. Marking any leaf True limits it to
+    those marked, as PyTorch. `gradient` seeds it (implicitly 1 for a one-element tensor). The graph stays valid: backward
+    can run again, and the gradients are lazy tensors. realize() keeps a value's graph only where it depends on a leaf
+    marked True, so an unset leaf's gradient needs backward before the loss is read."""
+    root = self._graph()
+    for candidates in (list(_grad_tensors), list(_unset_leaves)):
+      path = grad_path(root, {t.uop for t in candidates})
+      if leaves := [t for t in candidates if t.uop in path]: break
     for t, g in zip(leaves, self.gradient(*leaves, gradient=gradient)): t.grad = g if t.grad is None else (t.grad + g).requires_grad_(False)
     return self
 
@@ -434,25 +456,37 @@ class Tensor(MovementMixin, ReduceMixin, NNMixin, RandomMixin):
       if e := e >> 1: base = base * base
     return out if out is not None else self.ones_like()
   def pow(self, y: Tensor | Scalar, reverse: bool = False) -> Tensor:
-    """self ** y as PyTorch: an integral scalar exponent multiplies exactly; otherwise POW on |base| with the sign put back for
-    a negative base and an odd integral exponent (nan for a non-integral one), and x ** 0 = 1 ** y = 1. Integer results are
-    computed in float32 and rounded (exact up to 2**24)."""
-    if not reverse and (v := _scalar(y)) is not None and not isinstance(v, bool) and float(v).is_integer() and abs(v) <= 2 ** 31:
-      if self.dtype == dtypes.bool: x = self.cast(dtypes.default_int if isinstance(v, int) else dtypes.default_float)
-      else: x = self.cast(_weak(self.dtype, v))
-      if v >= 0: return x._int_pow(int(v))
-      if not dtypes.is_float(x.dtype): raise RuntimeError("integers to negative integer powers are not allowed")
-      return x._int_pow(int(-v)).reciprocal()
+    """self ** y as PyTorch, with C99 pow's special values: POW on |base|, whose sign comes back for a negative base (-0.0
+    and -inf included) and an odd integral exponent; nan for a finite negative base and a non-integral exponent;
+    x ** 0 = 1 ** y = (-1) ** +-inf = 1, nan included. An integral scalar exponent multiplies instead: for ints exactly
+    (their results are computed in float32 and rounded otherwise, exact up to 2**24), for floats up to |y| = 4, where
+    the at most three roundings of the products are as close as POW. A scalar exponent of +-0.5 is sqrt or rsqrt, as
+    PyTorch has it (so (-0.0) ** 0.5 = -0.0 and (-inf) ** 0.5 = nan there, where C99's pow gives 0.0 and inf)."""
+    base, v = self, None if reverse else _scalar(y)
+    if v in (0.5, -0.5) and not isinstance(v, bool): return self.sqrt() if v > 0 else self.rsqrt()
+    if v is not None and not isinstance(v, bool) and float(v).is_integer() and abs(v) <= 2 ** 31:
+      if self.dtype == dtypes.bool: base = self.cast(dtypes.default_int if isinstance(v, int) else dtypes.default_float)
+      else: base = self.cast(_weak(self.dtype, v))
+      if not dtypes.is_float(base.dtype):
+        if v < 0: raise RuntimeError("integers to negative integer powers are not allowed")
+        return base._int_pow(int(v))
+      # not x ** 0: a constant 1 would cut x out of the graph, where PyTorch gives it gradient 0 (POW's 1 keeps it). A
+      # negative power is (1/x) ** k, not 1 / x ** k, whose slope at 0 is inf * 0 (PyTorch's k x ** (k-1) is -inf there)
+      if 0 < abs(v) <= 4: return base._int_pow(int(v)) if v > 0 else base.reciprocal()._int_pow(int(-v))
     if self.dtype == dtypes.bool and (y.dtype == dtypes.bool if isinstance(y, Tensor) else reverse and isinstance(_scalar(y), bool)):
       raise RuntimeError("pow of a bool base to a bool tensor exponent is not supported (as PyTorch)")
-    x, y = self._broadcasted(y, reverse)
+    x, y = base._broadcasted(y, reverse)
     a, b = x._float(), y._float()
-    if a.dtype == dtypes.float16: a, b = a.float(), b.float()  # the log/exp round trip needs more than float16's 11 bits
-    p = a._new(UOp(Ops.POW, (a.abs().uop, b.uop)))
-    integral = b.trunc() == b
+    if a.dtype == dtypes.float16: a, b = a.float(), b.float()  # POW's float16 decomposition is float32's anyway
+    # |a| as a select, not abs(): its slope at a = 0 is +1, so 0 ** b keeps PyTorch's slope b * 0 ** (b - 1)
+    p = a._new(UOp(Ops.POW, ((a < 0).where(-a, a).uop, b.uop)))
+    integral = b.trunc() == b  # +-inf too, as even
     odd = integral & ((b * 0.5).trunc() != b * 0.5)
-    out = (a < 0).where(integral.where(odd.where(-p, p), math.nan), p)
-    out = ((b == 0) | (a == 1)).where(1.0, out)
+    negative = a.bitcast(next(d for d in SINTS if d.itemsize == a.dtype.itemsize)) < 0  # the sign bit: -0.0 and -inf are negative
+    # the sign as a factor, not a select between p and a constant: the gradient then flows through POW everywhere, and its
+    # rule (gradient._pow) gives PyTorch's slopes: nan for the nan of a negative base's non-integral power, and at
+    # x ** 0 = 1 ** y = 1, which POW itself gives (C99's values), d/dy 0.7 ** y = ln 0.7 and d/dy inf ** y = inf at y = 0
+    out = p * (negative & odd).where(-1.0, ((a < 0) & (a > -math.inf) & integral.logical_not()).where(math.nan, 1.0))
     if dtypes.is_float(x.dtype): return out.cast(x.dtype)
     return (out.abs() < 1).where(out.trunc(), out.round()).cast(x.dtype)  # |result| < 1 only for negative exponents: 0, as PyTorch
 
@@ -549,8 +583,9 @@ class Tensor(MovementMixin, ReduceMixin, NNMixin, RandomMixin):
 
   # ---- unary ----
   def abs(self) -> Tensor:
+    """max(x, -x): at 0 the two sides share the gradient and cancel, giving PyTorch's slope sign(0) = 0."""
     if self.dtype == dtypes.bool or dtypes.is_unsigned(self.dtype): return self
-    return (self < 0).where(-self, self)
+    return self.maximum(-self)
   def sign(self) -> Tensor:
     """-1, 0 or 1 in this dtype (nan stays nan; bool is itself)."""
     if self.dtype == dtypes.bool: return self
@@ -573,16 +608,18 @@ class Tensor(MovementMixin, ReduceMixin, NNMixin, RandomMixin):
   def exp2(self) -> Tensor: return self._math(lambda x: x._unop(Ops.EXP2))
   def log2(self) -> Tensor: return self._math(lambda x: x._unop(Ops.LOG2))
   def exp(self) -> Tensor:
-    """e**x as EXP2(x * log2(e))."""
-    return self._math(lambda x: (x * (1 / math.log(2)))._unop(Ops.EXP2))
+    """e**x as 2**n * EXP2(r * log2(e)) for x = n ln 2 + r, reduced exactly (see transcendental.exp)."""
+    return self._math(lambda x: x._new(T.exp(x.uop)))
   def log(self) -> Tensor:
     """ln(x) as LOG2(x) * ln(2)."""
     return self._math(lambda x: x._unop(Ops.LOG2) * math.log(2))
   def sin(self) -> Tensor: return self._math(lambda x: x._unop(Ops.SIN))
   def cos(self) -> Tensor:
-    """cos(x) = sin(x + pi/2): one SIN."""
-    return self._math(lambda x: (x + math.pi / 2)._unop(Ops.SIN))
-  def tan(self) -> Tensor: return self._math(lambda x: x.sin() / x.cos())
+    """cos(x) = +-SIN(x - J pi/2) for the odd J nearest x * 2/pi, the reduction done exactly (see transcendental.sin_cos)."""
+    return self._math(lambda x: x._new(T.sin_cos(x.uop, 1)))
+  def tan(self) -> Tensor:
+    """sin(x) / cos(x), both by exact reductions, so that the gradient (SIN's slope at small arguments) is accurate too."""
+    return self._math(lambda x: x._new(T.tan(x.uop)))
   def trunc(self) -> Tensor: return self._unop(Ops.TRUNC) if dtypes.is_float(self.dtype) else self
   def floor(self) -> Tensor:
     if not dtypes.is_float(self.dtype): return self
@@ -602,9 +639,21 @@ class Tensor(MovementMixin, ReduceMixin, NNMixin, RandomMixin):
   def lerp(self, end: Tensor | Scalar, weight: Tensor | Scalar) -> Tensor: return self + (end - self) * weight
 
   # ---- activations ----
-  def relu(self) -> Tensor: return self.maximum(0)
-  def leaky_relu(self, neg_slope: float = 0.01) -> Tensor: return (x := self._float()).lt(0).where(x * neg_slope, x)
-  def sigmoid(self) -> Tensor: return self._math(lambda x: (1 + (-x).exp()).reciprocal())
+  # The activations choose their kinks' slopes as PyTorch's backward does, and keep exp's argument <= 0 (or below a
+  # threshold) in every branch: a branch not taken still passes 0 * its slope, and 0 * inf is nan.
+  def relu(self) -> Tensor:
+    """0 where x <= 0, else x (nan stays nan): slope 0 at 0, where maximum(x, 0) would share it 0.5."""
+    return (self <= 0).where(self._const_like(0), self)
+  def leaky_relu(self, neg_slope: float = 0.01) -> Tensor: return (x := self._float()).gt(0).where(x, x * neg_slope)  # neg_slope at 0
+  def sigmoid(self) -> Tensor:
+    """1 / (1 + e^-x) for x >= 0 and e^x / (1 + e^x) for x < 0: exp only sees -|x|, so sigmoid(-350) is 0 with slope 0
+    (1 / (1 + e^350) is 0 too, but its slope is 0 * e^350 = nan) and sigmoid(-100) keeps its subnormal e^-100."""
+    def f(x: Tensor) -> Tensor:
+      neg = x < 0
+      e = neg.where(x, -x).exp()
+      r = (1 + e).reciprocal()
+      return neg.where(e * r, r)
+    return self._math(f)
   def tanh(self) -> Tensor: return self._math(lambda x: 2 * (2 * x).sigmoid() - 1)
   def silu(self) -> Tensor: return self * self.sigmoid()
   swish = silu
@@ -613,11 +662,18 @@ class Tensor(MovementMixin, ReduceMixin, NNMixin, RandomMixin):
     x = self._float()
     return 0.5 * x * (1 + (math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)).tanh())
   def softplus(self, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
-    """log(1 + exp(beta x)) / beta, and x itself where beta x > threshold (as PyTorch)."""
+    """log(1 + exp(beta x)) / beta, and x itself where beta x > threshold (as PyTorch), computed as
+    (max(bx, 0) + log(1 + exp(-|bx|))) / beta with both kinks on the same side of 0, so the slope at 0 is 1/2."""
     x = self._float()
-    return (x * beta > threshold).where(x, (1 + (x * beta).exp()).log() / beta)
-  def elu(self, alpha: float = 1.0) -> Tensor: return (x := self._float()).gt(0).where(x, alpha * (x.exp() - 1))
-  def hardtanh(self, min_val: float = -1.0, max_val: float = 1.0) -> Tensor: return self.clamp(min_val, max_val)
+    bx, neg = x * beta, x * beta < 0
+    return (bx > threshold).where(x, (neg.where(0.0, bx) + (1 + neg.where(bx, -bx).exp()).log()) / beta)
+  def elu(self, alpha: float = 1.0) -> Tensor:
+    """x for x > 0, else alpha (exp(x) - 1); nan takes the x branch, as PyTorch's backward."""
+    nonpos = (x := self._float()) <= 0
+    return nonpos.where(alpha * (nonpos.where(x, 0.0).exp() - 1), x)
+  def hardtanh(self, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
+    """x clipped to [min_val, max_val]; unlike clamp (slope 1 at its bounds) no gradient at the bounds, as PyTorch."""
+    return (self <= min_val).where(min_val, (self >= max_val).where(max_val, self))
 
   # ---- the basic reductions (the rest are in reduce.py) ----
   def _axes(self, axis: int | tuple[int, ...] | list[int] | None) -> tuple[int, ...]:
@@ -646,9 +702,15 @@ class Tensor(MovementMixin, ReduceMixin, NNMixin, RandomMixin):
     if dtypes.is_float(x.dtype) and x.dtype.itemsize < 4: return x.float()._reduce(Ops.MUL, axis, keepdim).cast(x.dtype)
     return x._reduce(Ops.MUL, axis, keepdim)
   def max(self, axis: int | tuple[int, ...] | None = None, keepdim: bool = False) -> Tensor:
-    """The largest value over `axis` (values only; no indices). Reducing an empty axis is an error."""
+    """The largest value over `axis` (values only; no indices). Reducing an empty axis is an error. The gradient is PyTorch's:
+    over one axis given as an int (torch.max(x, dim)) it all goes to the first maximum, the one argmax picks; over all axes
+    or a tuple of them (x.max(), torch.amax) the maxima share it. The first costs two more reductions (argmax's)."""
     if any(self.shape[a] == 0 for a in self._axes(axis)): raise RuntimeError(f"max: cannot reduce an empty axis of shape {self.shape}")
     if self.dtype == dtypes.bool: return self.cast(dtypes.uint8)._reduce(Ops.MAX, axis, keepdim).cast(dtypes.bool)
+    if isinstance(axis, int) and self.ndim and dtypes.is_float(self.dtype):
+      hit, rev = self._maxima(ax := resolve_dim(axis, self.ndim))
+      pick = hit.where(rev, 0)
+      return (pick == pick.max(ax, keepdim=True)).where(self, 0.0)._reduce(Ops.ADD, ax, keepdim)  # the first maximum, plus zeros
     return self._reduce(Ops.MAX, axis, keepdim)
   def min(self, axis: int | tuple[int, ...] | None = None, keepdim: bool = False) -> Tensor:
     """The smallest value over `axis`: -max(-x) for floats, ~max(~x) for ints and bool (~ reverses their order exactly)."""
