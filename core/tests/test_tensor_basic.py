@@ -65,8 +65,8 @@ def test_construction_errors():
   with pytest.raises(ValueError, match="ragged"): Tensor([1, [2]])
   with pytest.raises(TypeError, match="str"): Tensor("abc")
   with pytest.raises(TypeError, match="numpy dtype"): Tensor(np.array(["a"]))
-  with pytest.raises(OverflowError, match="int64"): Tensor([2 ** 40])
-  with pytest.raises(OverflowError, match="int64"): Tensor(2 ** 40)
+  assert Tensor([2 ** 40, -1]).dtype == dtypes.int64 and Tensor([2 ** 40, -1]).numpy().tolist() == [2 ** 40, -1]  # as PyTorch
+  with pytest.raises(OverflowError, match=r"integers in \[-1, 18446744073709551616\] fit no tinyspec dtype"): Tensor([2 ** 64, -1])
   check(Tensor([2 ** 40], dtype=dtypes.int64), np.array([2 ** 40]))
   with pytest.raises(ValueError, match="unknown dtype"): Tensor([1], dtype="float7")
 
@@ -506,3 +506,28 @@ def test_reduction_errors():
   with pytest.raises(RuntimeError, match="empty axis"): Tensor.zeros(0, 3).max(0)
   with pytest.raises(RuntimeError, match="empty axis"): Tensor.zeros(0, 3).min()
   with pytest.raises(TypeError, match="int"): Tensor(R).sum(1.0)
+
+# ---- no silent wrong values (issue 13): big ints, impossible shapes, out-of-range indices ----
+
+def test_ints_past_int32_are_int64_as_pytorch():
+  t = Tensor.arange(2**31 + 5)
+  assert t.dtype == dtypes.int64 and t.shape == (2**31 + 5,) and t[-3:].numpy().tolist() == [2**31 + 2, 2**31 + 3, 2**31 + 4]
+  assert Tensor.arange(-3, 2**31 + 1, 2**30).numpy().tolist() == [-3, 2**30 - 3, 2**31 - 3] and Tensor.arange(10).dtype == dtypes.int32
+  assert Tensor.arange(0, -(2**31) - 2, -(2**31) - 1).dtype == dtypes.int64  # 0, -(2**31 + 1)
+  f = Tensor.full((2,), 2**40)
+  assert f.dtype == dtypes.int64 and f.numpy().tolist() == [2**40] * 2 and Tensor(2**40).item() == 2**40
+  assert Tensor.full((1,), 2**63).dtype == dtypes.uint64
+  with pytest.raises(OverflowError, match="the integer 36893488147419103232 fits no tinyspec dtype"): Tensor.full((1,), 2**65)
+
+def test_impossible_shapes_name_the_shape_and_bytes():
+  with pytest.raises(ValueError, match=r"shape \(4611686018427387904, 4\) has 18446744073709551616 elements: past 2\*\*63"): Tensor.empty(2**62, 4)
+  with pytest.raises(ValueError, match=r"shape \(4611686018427387904, 4\) has"): Tensor.ones(2**62, 4)
+  with pytest.raises(ValueError, match=r"full: shape \(1152921504606846976, 4\) needs 18446744073709551616 bytes"): Tensor.ones(2**60, 4)
+  with pytest.raises(ValueError, match=r"shape \(9223372036854775808, 3\) has 27670116110564327424 elements"): Tensor.ones(1, 3).expand(2**63, 3)
+
+def test_out_of_range_index_values_give_zero_as_documented():
+  x = Tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
+  idx = Tensor(np.array([[0, 5], [-1, 2]]))
+  assert x.gather(1, idx).numpy().tolist() == [[0, 0], [0, 5]]  # 5 and -1 match no position
+  assert x.scatter(1, idx, 9.0).numpy().tolist() == [[9, 1, 2], [3, 4, 9]]  # and write nothing
+  assert x[:, Tensor(np.array([2, 7]))].numpy().tolist() == [[2, 0], [5, 0]]

@@ -104,9 +104,13 @@ class dtypes:
   def is_bool(dt: DType) -> bool: return dt.scalar() == dtypes.bool
   @staticmethod
   def from_py(x) -> DType:
-    """The dtype of a Python scalar, as PyTorch infers it (bool, default int, default float)."""
+    """The dtype of a Python scalar, as PyTorch infers it (bool, default int or int64/uint64 for larger ints, default float)."""
     if isinstance(x, (bool, np.bool_)): return dtypes.bool
-    if isinstance(x, (int, np.integer)): return dtypes.default_int
+    if isinstance(x, (int, np.integer)):  # past the default int's range, the smallest that holds it, as PyTorch picks int64
+      if -(2 ** 31) <= x < 2 ** 31: return dtypes.default_int
+      if -(2 ** 63) <= x < 2 ** 63: return dtypes.int64
+      if 0 <= x < 2 ** 64: return dtypes.uint64
+      raise OverflowError(f"the integer {x} fits no tinyspec dtype (int64 and uint64 are the widest)")
     if isinstance(x, (float, np.floating)): return dtypes.default_float
     raise TypeError(f"no dtype for Python value {x!r} of type {type(x).__name__}")
   @staticmethod

@@ -31,7 +31,15 @@ def shape_arg(*args: Any) -> tuple[int, ...]:
   """A shape given as sizes, f(2, 3), or as one sequence, f((2, 3)); sizes may be -1 where a method allows it."""
   if len(args) == 1 and isinstance(args[0], (tuple, list)): args = tuple(args[0])
   if not all(isinstance(s, _INT) and not isinstance(s, bool) for s in args): raise TypeError(f"a shape must be ints, got {args}")
-  return tuple(int(s) for s in args)
+  shape = tuple(int(s) for s in args)
+  if all(s >= 0 for s in shape) and (n := math.prod(shape)) >= 2 ** 63:
+    raise ValueError(f"shape {shape} has {n} elements: past 2**63, more than any device can address")
+  return shape
+
+def check_bytes(shape: tuple[int, ...], itemsize: int, what: str) -> None:
+  """Refuse a tensor whose bytes no device can address (2**63 or more), naming the shape and the bytes."""
+  if (nbytes := math.prod(shape) * itemsize) >= 2 ** 63:
+    raise ValueError(f"{what}: shape {shape} needs {nbytes} bytes: past 2**63, more than any device can address")
 
 def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
   """The shape that `shapes` broadcast to: right-aligned, each axis equal or 1."""
@@ -321,7 +329,8 @@ class MovementMixin:
 
   def gather(self: Tensor, dim: int, index: Tensor) -> Tensor:
     """out[i][j][k] = self[i][index[i][j][k]][k] for dim=1 (PyTorch's gather): index has self's ndim and no larger size
-    on the other axes. A one-hot mask over self's axis `dim`, then a sum."""
+    on the other axes. A one-hot mask over self's axis `dim`, then a sum. An index value outside [0, size) matches no
+    position and gives 0 (PyTorch raises; checking would read every index back to the host first)."""
     d = resolve_dim(dim, self.ndim)
     if index.ndim != self.ndim: raise RuntimeError(f"gather: index has {index.ndim} dimensions, the tensor {self.ndim}")
     if not dtypes.is_int(index.dtype): raise RuntimeError(f"gather: index must be an integer tensor, got {index.dtype}")
@@ -334,7 +343,8 @@ class MovementMixin:
 
   def scatter(self: Tensor, dim: int, index: Tensor, src: Tensor | float, reduce: str | None = None) -> Tensor:
     """A copy of self with self[i][index[i][j][k]][k] = src[i][j][k] for dim=1 (PyTorch's scatter); reduce 'add' or
-    'multiply' combines instead. Where indices repeat, the last one wins (PyTorch leaves it unspecified).
+    'multiply' combines instead. Where indices repeat, the last one wins (PyTorch leaves it unspecified). An index value
+    outside [0, size) writes nothing (PyTorch raises).
     A one-hot mask (index axis j, self axis s) picks per position of self the contributions, summed or multiplied over j."""
     if reduce not in (None, "add", "multiply"): raise ValueError(f"scatter: reduce must be None, 'add' or 'multiply', got {reduce!r}")
     d = resolve_dim(dim, self.ndim)

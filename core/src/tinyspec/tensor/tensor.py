@@ -31,7 +31,7 @@ from tinyspec.engine import multi
 from tinyspec.engine import realize as engine
 from tinyspec.engine import transcendental as T
 from tinyspec.gradient import compute_gradient, grad_path
-from tinyspec.tensor.movement import MovementMixin, broadcast_const, broadcast_shape, resolve_dim, shape_arg
+from tinyspec.tensor.movement import MovementMixin, broadcast_const, broadcast_shape, check_bytes, resolve_dim, shape_arg
 from tinyspec.tensor.nn import NNMixin
 from tinyspec.tensor.random import RandomMixin
 from tinyspec.tensor.reduce import ReduceMixin
@@ -82,12 +82,13 @@ def _to_numpy(data: Any, dtype: DType | None) -> np.ndarray:
   if isinstance(data, (list, tuple)):
     try: arr = np.array(data)
     except ValueError as e: raise ValueError(f"Tensor: ragged nested sequence: every list at one depth needs the same length ({e})") from None
+    if arr.dtype == object and all(type(v) is int for v in arr.flat):  # numpy falls back to objects past uint64
+      raise OverflowError(f"Tensor: the integers in [{min(arr.flat)}, {max(arr.flat)}] fit no tinyspec dtype (int64 and uint64 are the widest)")
     if arr.dtype.kind == "f" or arr.size == 0: infer = dtypes.default_float
     elif arr.dtype.kind == "b": infer = dtypes.bool
     elif arr.dtype.kind in "iu":
-      infer = dtypes.default_int
-      if dtype is None and not (_INT32[0] <= arr.min() and arr.max() <= _INT32[1]):
-        raise OverflowError(f"Tensor: values in [{arr.min()}, {arr.max()}] do not fit the default {dtypes.default_int}; pass dtype=dtypes.int64")
+      # past the default int's range, the dtype of the widest value (int64, as PyTorch; uint64 past that)
+      infer = least_upper_dtype(dtypes.from_py(int(arr.min())), dtypes.from_py(int(arr.max())))
     else: infer = None
   elif isinstance(data, (np.ndarray, np.generic)): arr, infer = np.asarray(data), None
   else: raise TypeError(f"Tensor: cannot make a tensor from {type(data).__name__}; pass a number, a nested list, a numpy array, a Tensor or a UOp")
@@ -127,8 +128,6 @@ class Tensor(MovementMixin, ReduceMixin, NNMixin, RandomMixin):
     if isinstance(data, Tensor): uop = data.uop
     elif isinstance(data, UOp): uop = data
     elif type(data) in (bool, int, float):  # a Python number is a CONST (numpy scalars keep their dtype: they take the array path)
-      if dt is None and type(data) is int and not _INT32[0] <= data <= _INT32[1]:
-        raise OverflowError(f"Tensor: {data} does not fit the default {dtypes.default_int}; pass dtype=dtypes.int64")
       uop, dt = UOp.const(data, dt or dtypes.from_py(data)), None
     else:
       arr = _to_numpy(data, dt)
@@ -308,11 +307,14 @@ class Tensor(MovementMixin, ReduceMixin, NNMixin, RandomMixin):
   @classmethod
   def full(cls, shape: tuple[int, ...] | int, fill_value: Scalar, dtype: DType | str | None = None, device: str | None = None,
            requires_grad: bool | None = None) -> Tensor:
-    """A tensor of `shape` filled with `fill_value` (a broadcast CONST: no memory until realized)."""
+    """A tensor of `shape` filled with `fill_value` (a broadcast CONST: no memory until realized). An int fill value past
+    int32 gives int64, as PyTorch's."""
     shape, v = shape_arg(shape), _scalar(fill_value)
     if v is None: raise TypeError(f"full: fill_value must be a number, got {type(fill_value).__name__}")
     if any(s < 0 for s in shape): raise RuntimeError(f"full: negative dimension in shape {shape}")
-    t = cls._from_uop(broadcast_const(v, to_dtype(dtype) if dtype is not None else dtypes.from_py(v), shape), _dev(device))
+    dt = to_dtype(dtype) if dtype is not None else dtypes.from_py(v)
+    check_bytes(shape, dt.itemsize, "full")
+    t = cls._from_uop(broadcast_const(v, dt, shape), _dev(device))
     t.requires_grad = requires_grad
     return t
   @classmethod
@@ -327,6 +329,7 @@ class Tensor(MovementMixin, ReduceMixin, NNMixin, RandomMixin):
   def empty(cls, *shape, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
     """A new buffer of `shape` whose contents are undefined."""
     shape, dt = shape_arg(*shape), to_dtype(dtype) if dtype is not None else dtypes.default_float
+    check_bytes(shape, dt.itemsize, "empty")
     return cls._from_uop(engine.new_buffer(shape, dt, _dev(device)))
   def full_like(self, fill_value: Scalar, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
     """A tensor of this one's shape (and dtype and device, unless given) filled with `fill_value`."""
@@ -347,12 +350,15 @@ class Tensor(MovementMixin, ReduceMixin, NNMixin, RandomMixin):
   @classmethod
   def arange(cls, start: Scalar, stop: Scalar | None = None, step: Scalar = 1, dtype: DType | str | None = None,
              device: str | None = None, requires_grad: bool | None = None) -> Tensor:
-    """start, start+step, ... up to (not including) stop, as numpy's and PyTorch's arange: int32 for int arguments, else float32."""
+    """start, start+step, ... up to (not including) stop, as numpy's and PyTorch's arange: int32 for int arguments (int64
+    where a value passes int32, as PyTorch's), else float32."""
     if stop is None: start, stop = 0, start
     if step == 0: raise ValueError("arange: step must be nonzero")
-    n = max(0, math.ceil((stop - start) / step))
-    dt = to_dtype(dtype) if dtype is not None else dtypes.default_float if any(isinstance(x, float) for x in (start, stop, step)) \
-      else dtypes.default_int
+    ints = not any(isinstance(x, float) for x in (start, stop, step))
+    n = max(0, -(-(stop - start) // step) if ints else math.ceil((stop - start) / step))  # exact for big ints
+    last = start + (n - 1) * step if n else start
+    dt = to_dtype(dtype) if dtype is not None else dtypes.default_float if not ints \
+      else least_upper_dtype(dtypes.from_py(start), dtypes.from_py(last))
     idx_dt = dt if dtypes.is_int(dt) else dtypes.int64 if n > _INT32[1] else dtypes.int32
     t = cls._iota(n, idx_dt, device).cast(dt)
     if step != 1: t = t * step
