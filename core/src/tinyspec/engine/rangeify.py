@@ -110,6 +110,10 @@ class _KernelBuilder:
     return r
 
   def load(self, u: UOp, idxs: tuple[UOp, ...], valid: UOp | None) -> UOp:
+    # a buffer of no elements is read only in loops that run zero times, so its value is never used: a constant, no read.
+    # A LOAD could read out of bounds: through a size-0 axis the index can fold to a constant (flat // 0 is 0), and
+    # linearize runs a load that depends on no RANGE once before the loops, even when they run zero times
+    if math.prod(u.shape) == 0: return UOp.const(0, u.dtype)
     p = self.param(self.buffer_of[u], math.prod(u.shape), u.dtype)
     idx = p.index(flat_index(idxs, u.shape))
     if valid is None: return UOp(Ops.LOAD, (idx,))
@@ -185,19 +189,28 @@ def sum_blocks(n: int) -> list[int]:
   if b is None: n, b = -(-n // SUM_BLOCK) * SUM_BLOCK, SUM_BLOCK
   return sum_blocks(n // b) + [b]
 
-def _split_long_sum(red: UOp) -> UOp | None:
-  """REDUCE(x, ADD, axes) of a float over n > SUM_BLOCK elements -> the same sum as a tree. The reduced axes are moved
-  next to the first of them and merged into one axis of n, split into blocks; each inner block is summed and dropped, and
-  the last REDUCE, over the outermost block at the first reduced axis, has the original's shape (so a reduce with several
-  readers is still one node, computed once)."""
+LANE_MULTIPLE = 256
+"""What a GPU-style device's long float sums are padded to a multiple of: its optimizer splits a reduction over as many
+workgroup lanes (up to 256) as a power of two dividing its length, each lane summing its share before a tree combines
+them; 2**24 + 2 elements would otherwise get 2 lanes, each one chain of 8M additions."""
+
+def lane_blocks(n: int) -> list[int]:
+  """One level, padded to a multiple of LANE_MULTIPLE: the GPU keeps a long sum whole and splits it over lanes itself."""
+  return [-(-n // LANE_MULTIPLE) * LANE_MULTIPLE]
+
+def _regroup_sum(red: UOp, blocks_of: Callable[[int], list[int]]) -> UOp | None:
+  """REDUCE(x, ADD, axes) of a float over n > SUM_BLOCK elements -> the same sum over blocks_of(n), outermost first,
+  padded with zeros past n. The reduced axes are moved next to the first of them and merged into one axis of n, split
+  into the blocks; each inner block is summed and dropped, and the last REDUCE, over the outermost block at the first
+  reduced axis, has the original's shape (so a reduce with several readers is still one node, computed once)."""
   (x,), (op, axes) = red.src, red.arg
   if op is not Ops.ADD or not dtypes.is_float(red.dtype) or (n := math.prod(x.shape[a] for a in axes)) <= SUM_BLOCK: return None
+  if (blocks := blocks_of(n)) == [n] and len(axes) == 1: return None  # already in the wanted form
   axes, a0 = tuple(sorted(axes)), min(axes)
   before, after = [d for d in range(x.ndim) if d not in axes and d < a0], [d for d in range(x.ndim) if d not in axes and d > a0]
   kb, ka = [x.shape[d] for d in before], [x.shape[d] for d in after]
   order = (*before, *axes, *after)
   y = (x.permute(order) if order != tuple(range(x.ndim)) else x).reshape((*kb, n, *ka))
-  blocks = sum_blocks(n)
   if (padded := math.prod(blocks)) != n: y = y.pad((0,) * (len(kb) + 1 + len(ka)), (*kb, padded, *ka))  # zeros add nothing
   y = y.reshape((*kb, *blocks, *ka))
   for level in range(len(blocks) - 1, 0, -1):  # innermost first: each sums one block of the level above
@@ -205,12 +218,18 @@ def _split_long_sum(red: UOp) -> UOp | None:
   return y.reshape(tuple(blocks[0] if d == a0 else s for d, s in enumerate(red.shape))).reduce(Ops.ADD, (a0,))
 
 split_long_sums = PatternMatcher([
-  (UPat(Ops.REDUCE, name="red"), _split_long_sum),  # a long float sum -> a tree of sums of SUM_BLOCK elements at most
+  (UPat(Ops.REDUCE, name="red"), lambda red: _regroup_sum(red, sum_blocks)),  # a long float sum -> a tree of blocks of SUM_BLOCK at most
+])
+pad_long_sums_for_lanes = PatternMatcher([
+  (UPat(Ops.REDUCE, name="red"), lambda red: _regroup_sum(red, lane_blocks)),  # a long float sum -> one axis, a multiple of the lanes
 ])
 
-def rangeify(fn: UOp) -> Schedule:
-  """Split the FUNCTION made by callify into kernels (and copies), in an order that respects their dependencies."""
-  body, args = graph_rewrite(fn.src[0], split_long_sums), fn.src[1:]
+def rangeify(fn: UOp, gpu: bool = False) -> Schedule:
+  """Split the FUNCTION made by callify into kernels (and copies), in an order that respects their dependencies. Long
+  float sums become trees of blocks first (`split_long_sums`); for a GPU-style device (`gpu`) they stay one reduction,
+  padded to a multiple of LANE_MULTIPLE, since its optimizer splits a reduction over a workgroup's lanes and combines
+  their partial sums in a tree (nested sums there would combine across the lanes once per outer step)."""
+  body, args = graph_rewrite(fn.src[0], pad_long_sums_for_lanes if gpu else split_long_sums), fn.src[1:]
   sched = Schedule(n_args=len(args))
   buffer_of: dict[UOp, int] = {}
   for u in body.toposort():

@@ -31,7 +31,7 @@ from tinyspec.engine.expand import expand
 from tinyspec.engine.isel import isel
 from tinyspec.engine.linearize import linearize
 from tinyspec.engine.memplan import memory_plan
-from tinyspec.engine.optimize import optimize
+from tinyspec.engine.optimize import is_gpu, optimize
 from tinyspec.engine.rangeify import Schedule, rangeify
 from tinyspec.uop.ops import AxisType, Ops
 from tinyspec.uop.spec import verify_between_stages
@@ -166,7 +166,7 @@ class CompiledSchedule:
 _schedules = LRU("TINYSPEC_SCHEDULE_CACHE", 512)
 
 def _compile_schedule(fn: UOp, device: str) -> CompiledSchedule:
-  sched = rangeify(fn)
+  sched = rangeify(fn, gpu=is_gpu(Device[device].renderer))
   devices = tuple(Device.canonicalize(d or device) for _, _, d in sched.buffers)
   dev_of = [Device.canonicalize(a.device) for a in fn.src[1:]] + list(devices)
   steps = []
