@@ -42,9 +42,10 @@ def test_unavailable_device_is_a_usage_error_with_the_reason(clean_registry):
     plugin.resolve_device("GONE")
 
 def test_configure_checks_the_option_up_front():
-  class Config:  # the two things pytest_configure reads
+  class Config:  # what pytest_configure touches
     stash = pytest.Stash()
     def getoption(self, name, default=None): return {"tinyspec_device": "NOPE"}.get(name, default)
+    def addinivalue_line(self, name, line): pass
   with pytest.raises(pytest.UsageError, match="unknown device 'NOPE'"): plugin.pytest_configure(Config())
 
 def test_capabilities_of_the_python_device():

@@ -1,6 +1,7 @@
 """The pytest plugin behind `pytest --pyargs tinyspec.conformance --tinyspec-device=NAME`, registered through the
-`pytest11` entry point, so it is active in every pytest run where tinyspec is installed. It only adds an option, two
-fixtures and a header line; the suite's own setup (the default device for the session) is in the suite's conftest.py.
+`pytest11` entry point, so it is active in every pytest run where tinyspec is installed. It only adds an option, the
+`slow` marker, two fixtures and a header line; the suite's own setup (the default device for the session) is in the
+suite's conftest.py.
 
   --tinyspec-device=NAME   the device the conformance tests run on ("PYTHON", "CPU", "CPU:1"); default: the default
                            device ($DEVICE, else the first available). An unknown or unavailable device is a usage
@@ -41,6 +42,8 @@ def pytest_configure(config: pytest.Config) -> None:
   name = config.getoption("tinyspec_device", None)
   suite = config.getoption("pyargs", False) and any(str(a).startswith("tinyspec.conformance") for a in config.args)
   if name is not None or suite: config.stash[_KEY] = resolve_device(name)
+  # the suite's long runs (the fuzzer's 2000 cases) skip themselves unless selected with -m slow
+  config.addinivalue_line("markers", "slow: a long conformance run, skipped unless selected with -m slow")
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
   if (name := config.stash.get(_KEY, None)) is None: return []

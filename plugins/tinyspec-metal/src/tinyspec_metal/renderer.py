@@ -45,7 +45,10 @@ class MetalRenderer(CStyleRenderer):
   vectors = False
   dtypes = frozenset(METAL_TYPES) - {dtypes.index}  # (after the lines above: this name hides the dtypes module in the class body)
 
-  def render_bitcast(self, x: str, src: DType, dst: DType) -> str: return f"as_type<{self.render_dtype(dst)}>({x})"
+  def render_bitcast(self, x: str, src: DType, dst: DType) -> str:
+    # a constant is written as a bare literal (an int literal has 4 bytes, which as_type<uchar>(5) refuses): given its own type first
+    if not x.isidentifier(): x = f"(({self.render_dtype(src)}){x})"
+    return f"as_type<{self.render_dtype(dst)}>({x})"
 
   def render_params(self, bufs: list[tuple[int, DType, bool]], variables: list[str]) -> list[str]:
     # argument n is bound by [[buffer(n)]]: the buffers in order, then the variables (the runtime binds them so); buffers

@@ -95,7 +95,10 @@ class OpenCLRenderer(CStyleRenderer):
     if op is Ops.CAST and src_dt is dtypes.float64: return f"half_round_float64({s[0]})"
     return f"half_round_float32({super().render_alu(op, dt, src_dt, s)})"
 
-  def render_bitcast(self, x: str, src: DType, dst: DType) -> str: return f"as_{self.render_dtype(dst)}({x})"
+  def render_bitcast(self, x: str, src: DType, dst: DType) -> str:
+    # a constant is written as a bare literal (an int literal has 4 bytes, which as_uchar(5) refuses): given its own type first
+    if not x.isidentifier(): x = f"(({self.render_dtype(src)}){x})"
+    return f"as_{self.render_dtype(dst)}({x})"
 
   def render_atomic_add(self, target: str, val: str, dt: DType) -> str:
     """int and uint: OpenCL's atomic_add; long and ulong: atom_add (cl_khr_int64_base_atomics); float: a CAS loop on global
