@@ -97,7 +97,7 @@ class DeviceRegistry:
   """
 
   def __init__(self):
-    self._lock = threading.RLock()  # reentrant: opening a device may look up another (a CHECK device opens PYTHON's parts)
+    self._lock = threading.RLock()  # reentrant: the public calls nest (a scan registers the built-ins, a listing loads every plugin)
     self.reset()
 
   def reset(self) -> None:
