@@ -199,7 +199,7 @@ def _keep_under_cap(d: Path, wrote: int) -> None:
     entries = []
     for p in d.iterdir():
       with contextlib.suppress(OSError):
-        if not p.name.startswith("."): entries.append((p.stat().st_mtime, p.stat().st_size, p))
+        if not p.name.startswith("."): entries.append(((st := p.stat()).st_mtime, st.st_size, p))
     total = sum(size for _, size, _ in entries)
     for _, size, p in sorted(entries, key=lambda e: e[0]):
       if total <= cap * 3 // 4: break  # down to three quarters, so the next eviction is a while away

@@ -122,10 +122,11 @@ def _host_memory() -> int:
 
 def format_bytes(n: int) -> str:
   """`n` bytes for a human: '512 B', '3.0 KiB', '1.0 TiB'."""
-  for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-    if n < 1024 or unit == "TiB": return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-    n /= 1024
-  raise AssertionError("unreachable")
+  unit = "B"
+  for larger in ("KiB", "MiB", "GiB", "TiB"):
+    if n < 1024: break
+    n, unit = n / 1024, larger
+  return f"{n} B" if unit == "B" else f"{n:.1f} {unit}"
 
 def buffer_np_dtype(dt: DType) -> np.dtype:
   """The numpy dtype a Buffer of `dt` reads and writes: its own, or uint16 (the raw bits) for bfloat16, which numpy lacks."""

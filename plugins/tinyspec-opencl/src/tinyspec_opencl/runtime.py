@@ -33,24 +33,26 @@ def devices() -> tuple[cl.Device, ...]:
   if not found: raise RuntimeError(f"the OpenCL platforms found have no devices: {', '.join(empty)}")
   return tuple(found)
 
+def _platform_version(d: cl.Device) -> str:
+  return d.platform.version.split("  ")[0].strip()  # PoCL appends its build options after two spaces
+
 def label(d: cl.Device) -> str:
   """The device and its platform in a few words: 'pthread-AMD EPYC (OpenCL 3.0 PoCL 3.0-rc2)'."""
-  return f"{d.name.strip()} ({d.platform.version.split('  ')[0].strip()})"  # PoCL appends its build options after two spaces
+  return f"{d.name.strip()} ({_platform_version(d)})"
 
 def describe(d: cl.Device) -> str:
   """One line for `tinyspec devices`: platform, device, and what tinyspec reads from it, or why it cannot build kernels."""
   if (error := build_failure(d)) is not None: return f"{label(d)} cannot build kernels: {error}"
   exts = d.extensions.split()
   fp = "/".join(f for f, e in (("fp16", "cl_khr_fp16"), ("fp64", "cl_khr_fp64")) if e in exts) or "no fp16/fp64"
-  platform = d.platform.version.split("  ")[0].strip()
-  return (f"{d.platform.name} {platform}: {d.name.strip()}, {d.opencl_c_version.strip()}, {d.max_compute_units} compute units, "
+  return (f"{d.platform.name} {_platform_version(d)}: {d.name.strip()}, {d.opencl_c_version.strip()}, {d.max_compute_units} compute units, "
           f"work-group {d.max_work_group_size}, local memory {d.local_mem_size // 1024} KiB, {fp}")
 
 def first_usable() -> int:
   """The index of the first device that builds kernels; RuntimeError saying why each cannot, and what to do, when none can."""
   found = devices()
-  failures = [build_failure(d) for d in found]
-  if None in failures: return failures.index(None)
+  if (first := next((i for i, d in enumerate(found) if build_failure(d) is None), None)) is not None: return first  # builds no further
+  failures = [build_failure(d) for d in found]  # cached: every device failed above
   by_error: dict[str, list[str]] = {}
   for i, (d, error) in enumerate(zip(found, failures)): by_error.setdefault(error, []).append(f"OPENCL:{i} {label(d)}")
   why = "; ".join(f"{', '.join(names)}: {error}" for error, names in by_error.items())
