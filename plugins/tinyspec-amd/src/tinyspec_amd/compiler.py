@@ -12,7 +12,7 @@ import threading
 
 import llvmlite
 import llvmlite.binding as llvm
-from tinyspec.device import CompileError, Compiler
+from tinyspec.device import CompileError, Compiler, llvm_o3
 from tinyspec.renderer.llvmir import KernelInfo
 
 TRIPLE = "amdgcn-amd-amdhsa"
@@ -38,6 +38,7 @@ class AMDCompiler(Compiler):
     self.version = f"llvmlite {llvmlite.__version__} LLVM {llvm_version()} {TRIPLE} {','.join(archs)} O3 cov{CODE_OBJECT_VERSION}"
     target = _target()
     self.machines = {a: target.create_target_machine(cpu=a, opt=3, reloc="pic") for a in archs}
+    self.pipelines = {a: llvm_o3.O3Pipeline(tm, llvm.create_pipeline_tuning_options(speed_level=3)) for a, tm in self.machines.items()}
     self.lock = threading.Lock()  # one llvmlite pass pipeline at a time
 
   def compile(self, src: str) -> bytes:
@@ -50,12 +51,11 @@ class AMDCompiler(Compiler):
   def _object(self, src: str, arch: str, tm: llvm.TargetMachine) -> bytes:
     with self.lock:
       try:  # parsing and the verifier catch bad IR as exceptions; the module is fresh per arch, codegen changes it
-        mod = llvm.parse_assembly(src + _COV)
+        mod = llvm.parse_assembly(src + _COV, context=llvm.create_context())  # its own context, freed with the module
         mod.triple, mod.data_layout = TRIPLE, str(tm.target_data)
         mod.verify()
       except RuntimeError as e: raise CompileError(f"{self.name} ({arch})", str(e), src) from None
-      pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=3))
-      pb.getModulePassManager().run(mod, pb)
+      self.pipelines[arch].optimize(mod)
       return tm.emit_object(mod)
 
 def unpack(binary: bytes) -> tuple[KernelInfo, dict[str, bytes]]:

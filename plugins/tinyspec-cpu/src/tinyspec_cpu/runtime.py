@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import llvmlite
 import llvmlite.binding as llvm
 import numpy as np
-from tinyspec.device import CompileError, Compiler, HostAllocator, Program, Runtime
+from tinyspec.device import CompileError, Compiler, HostAllocator, Program, Runtime, llvm_o3
 from tinyspec.dtype import dtypes
 from tinyspec.renderer.llvmir import KernelInfo, LLVMRenderer
 
@@ -91,7 +91,7 @@ class CPUCompiler(Compiler):
     self.tm = h.target_machine()
     pto = llvm.create_pipeline_tuning_options(speed_level=3)
     pto.loop_vectorization, pto.slp_vectorization, pto.loop_unrolling = True, True, True
-    self.pb = llvm.create_pass_builder(self.tm, pto)
+    self.pipeline = llvm_o3.O3Pipeline(self.tm, pto)
     self.lock = threading.Lock()
 
   def compile(self, src: str) -> bytes:
@@ -106,7 +106,7 @@ class CPUCompiler(Compiler):
     kernel.name = symbol = f"{kernel.name}_{hashlib.sha256(src.encode()).hexdigest()[:16]}"
     with self.lock:
       mod.triple, mod.data_layout = self.host.triple, str(self.tm.target_data)
-      self.pb.getModulePassManager().run(mod, self.pb)  # a pass manager runs once: llvmlite's run consumes it
+      self.pipeline.optimize(mod)
       return f"{header}\n{symbol}\n".encode() + self.tm.emit_object(mod)
 
 _SYM = struct.Struct("<IBBHQQ")  # an ELF64 symbol: name offset, info, other, section index, value, size
