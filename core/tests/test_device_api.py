@@ -302,6 +302,17 @@ def test_lru_flushes_cache_and_retries_once_on_memory_error():
   with pytest.raises(MemoryError, match="out of fake memory"): a.alloc(60)
   assert a.allocs == 6
 
+def test_lru_keeps_at_most_its_cap_releasing_the_sizes_freed_longest_ago(monkeypatch):
+  """Many shapes free buffers of many sizes: past $TINYSPEC_ALLOC_CACHE_MB the oldest go back to the device."""
+  monkeypatch.setenv("TINYSPEC_ALLOC_CACHE_MB", str(100 / 2**20))  # 100 bytes
+  a = CountingHost()
+  handles = {n: a.alloc(n) for n in (40, 30, 20, 50)}
+  for n, h in handles.items(): a.free(h, n)
+  assert (a.cached_bytes, list(a.cache), a.frees) == (100, [(30, None), (20, None), (50, None)], 1)  # 40 was released
+  assert a.alloc(50) is handles[50] and a.cached_bytes == 50
+  a.free(a.alloc(200), 200)  # larger than the whole cap: released at once, and it pushes nothing else out
+  assert (a.cached_bytes, a.frees) == (50, 2)
+
 def test_a_refused_allocation_names_device_bytes_and_limit_once(fake_device):
   fake_device.allocator.cap = 1000
   with pytest.raises(MemoryError) as e: Buffer("FAKE", 300, dtypes.float32).allocate()

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import operator
 import os
+import threading
 import weakref
-from collections import defaultdict
+from collections import OrderedDict
 from collections.abc import Hashable
 from typing import Any
 
@@ -63,16 +64,24 @@ class Allocator:
     """Whether `as_numpy` is implemented (a subclass overrides it)."""
     return type(self).as_numpy is not Allocator.as_numpy
 
+def alloc_cache_max_bytes() -> int:
+  """How much freed memory an LRUAllocator keeps for reuse: $TINYSPEC_ALLOC_CACHE_MB megabytes, 1024 by default."""
+  return int(float(os.environ.get("TINYSPEC_ALLOC_CACHE_MB", "") or 1024) * 2**20)
+
 class LRUAllocator(Allocator):
   """An allocator that keeps freed memory for reuse: a later `alloc` of the same size and options takes it back instead of
   asking the device, which is slow on most. Subclasses implement `_alloc` and `_free` (the device's real calls) in place of
   `alloc` and `free`.
 
-  When `_alloc` raises MemoryError, the cached memory is released (`free_cache`) and the allocation tried once more."""
+  The memory kept is capped (`alloc_cache_max_bytes`): past the cap, the sizes freed longest ago go back to the device, so
+  a program that runs many shapes does not keep a buffer of each. When `_alloc` raises MemoryError, the cached memory is
+  released (`free_cache`) and the allocation tried once more. Safe to use from several threads."""
 
   def __init__(self):
-    self.cache: defaultdict[tuple[int, Hashable], list[Any]] = defaultdict(list)
-    """Freed handles waiting for reuse, by (nbytes, options)."""
+    self.cache: OrderedDict[tuple[int, Hashable], list[Any]] = OrderedDict()
+    """Freed handles waiting for reuse, by (nbytes, options), the key freed into least recently first."""
+    self.cached_bytes = 0
+    self.lock = threading.Lock()
 
   def _alloc(self, nbytes: int, options: Hashable | None) -> Any:
     """Ask the device for `nbytes` of memory; raise MemoryError when it has none."""
@@ -83,19 +92,35 @@ class LRUAllocator(Allocator):
     raise NotImplementedError(f"{type(self).__name__} does not implement _free")
 
   def alloc(self, nbytes: int, options: Hashable | None = None) -> Any:
-    if handles := self.cache.get((nbytes, options)): return handles.pop()
+    with self.lock:
+      if handles := self.cache.get(key := (nbytes, options)):
+        self.cached_bytes -= nbytes
+        if len(handles) == 1: del self.cache[key]
+        return handles.pop()
     try: return self._alloc(nbytes, options)
     except MemoryError: pass  # retried below, outside the handler: a second refusal is then reported once, not chained to the first
     self.free_cache()
     return self._alloc(nbytes, options)
 
-  def free(self, handle: Any, nbytes: int, options: Hashable | None = None) -> None: self.cache[(nbytes, options)].append(handle)
+  def free(self, handle: Any, nbytes: int, options: Hashable | None = None) -> None:
+    if nbytes > (cap := alloc_cache_max_bytes()): return self._free(handle, nbytes, options)  # would push out everything else
+    released = []
+    with self.lock:
+      self.cache.setdefault(key := (nbytes, options), []).append(handle)
+      self.cache.move_to_end(key)
+      self.cached_bytes += nbytes
+      while self.cached_bytes > cap:
+        (n, opts), handles = next(iter(self.cache.items()))
+        released.append((handles.pop(0), n, opts))
+        if not handles: del self.cache[(n, opts)]
+        self.cached_bytes -= n
+    for h, n, opts in released: self._free(h, n, opts)  # outside the lock: a device call may be slow
 
   def free_cache(self) -> None:
     """Release every cached handle to the device."""
-    for (nbytes, options), handles in self.cache.items():
+    with self.lock: cache, self.cache, self.cached_bytes = self.cache, OrderedDict(), 0
+    for (nbytes, options), handles in cache.items():
       for handle in handles: self._free(handle, nbytes, options)
-    self.cache.clear()
 
 _ALIGN = 64  # a cache line, and enough for any vector load on the host
 
