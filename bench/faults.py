@@ -171,14 +171,66 @@ case("files", "a poisoned compile cache entry", bool)(_poisoned_cache)
 
 # ---- plugins ----
 
-def _plugin_exiting_at_import() -> bool:
+_PLUGIN_HEAD = "from tinyspec.device import DeviceSpec\nfrom tinyspec.hookspecs import hookimpl\n"
+_PLUGINS = {  # modules a broken or careless plugin author might ship
+  "exiting_plugin": "raise SystemExit(3)\n",
+  "misspelt_plugin": _PLUGIN_HEAD + "@hookimpl\ndef tinyspec_plugin_api(): return (1,)\n@hookimpl\ndef tinyspec_device(): return ()\n",
+  "future_plugin": _PLUGIN_HEAD + "@hookimpl\ndef tinyspec_plugin_api(): return (99,)\n@hookimpl\ndef tinyspec_devices(): return ()\n",
+  "second_cpu_plugin": _PLUGIN_HEAD + "@hookimpl\ndef tinyspec_plugin_api(): return (1,)\n"
+                       "@hookimpl\ndef tinyspec_devices(): return (DeviceSpec('CPU', ('X',), probe=lambda: None, open=lambda n: None),)\n",
+}
+
+def _in_fresh_process(code: str) -> list[str]:
+  """Run `code` in a new interpreter that can import the plugins above; its printed words."""
   with tempfile.TemporaryDirectory() as d:
-    Path(d, "exiting_plugin.py").write_text("raise SystemExit(3)\n")
-    code = ("from tinyspec.device import Device\nrec = Device.register('exiting_plugin', devices=['EXITING'])\n"
-            "print(rec.status, any(r.name == 'PYTHON' and r.status == 'available' for r in Device.listing()))")
+    for module, text in _PLUGINS.items(): Path(d, f"{module}.py").write_text(text)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": d})
-    return out.stdout.split() == ["failed", "True"]
-case("plugins", "a plugin raising SystemExit at import", bool)(_plugin_exiting_at_import)
+    return out.stdout.split()
+
+_USABLE = "any(r.name == 'PYTHON' and r.status == 'available' for r in Device.listing())"
+PLUGIN_CASES = [
+  ("a plugin raising SystemExit at import", ["failed", "True"],
+   f"from tinyspec.device import Device\nprint(Device.register('exiting_plugin', devices=['EXITING']).status, {_USABLE})"),
+  ("a plugin with a misspelt hook", ["incompatible", "True"],
+   f"from tinyspec.device import Device\nprint(Device.register('misspelt_plugin').status, {_USABLE})"),
+  ("a plugin for a future API version", ["incompatible", "True"],
+   f"from tinyspec.device import Device\nprint(Device.register('future_plugin').status, {_USABLE})"),
+  ("a second plugin providing CPU", ["DeviceError", "True"],
+   "from tinyspec.device import Device, DeviceError\nDevice.register('second_cpu_plugin', devices=['CPU'])\n"
+   "try: Device['CPU']\nexcept DeviceError as e: print('DeviceError', 'second_cpu_plugin' in str(e) and 'tinyspec-cpu' in str(e))"),
+  ("first use of the registry from 8 threads", ["True"],
+   "from concurrent.futures import ThreadPoolExecutor\nfrom tinyspec.device import Device\n"
+   "with ThreadPoolExecutor(8) as pool: print(all(pool.map(lambda _: Device['CPU'] is not None, range(64))))"),
+]
+for name, want, code in PLUGIN_CASES: case("plugins", name, lambda v, want=want: v == want)(lambda code=code: _in_fresh_process(code))
+
+def _swapped_cache_entries() -> bool:
+  """Swap the payloads of two CPU kernels' cache entries (x*3 and x*5): neither is taken for the other."""
+  with tempfile.TemporaryDirectory() as d:
+    code = textwrap.dedent("""
+      import os, numpy as np
+      from pathlib import Path
+      from tinyspec import Tensor
+      x = Tensor(np.arange(4, dtype=np.float32), device="CPU")
+      (x * 3).numpy(); (x * 5).numpy()
+      a, b = sorted(p for p in Path(os.environ["TINYSPEC_CACHE_DIR"]).rglob("*") if p.is_file() and not p.name.startswith("."))
+      pa, pb = a.read_bytes(), b.read_bytes()
+      a.write_bytes(pb); b.write_bytes(pa)""")
+    check = "import numpy as np\nfrom tinyspec import Tensor\nx = Tensor(np.arange(4, dtype=np.float32), device='CPU')\n" \
+            "print(list((x * 3).numpy()) == [0, 3, 6, 9] and list((x * 5).numpy()) == [0, 5, 10, 15])"
+    env = {**os.environ, "TINYSPEC_CACHE_DIR": d}
+    subprocess.run([sys.executable, "-c", code], env=env, check=True)
+    return subprocess.run([sys.executable, "-c", check], env=env, capture_output=True, text=True).stdout.split() == ["True"]
+case("files", "two CPU cache entries with their payloads swapped", bool)(_swapped_cache_entries)
+
+def _shared_cache_dir() -> bool:
+  """A cache directory writable by everyone is not used: kernels compile in memory, and nothing is written there."""
+  with tempfile.TemporaryDirectory() as d:
+    os.chmod(d, 0o777)
+    code = "import numpy as np\nfrom tinyspec import Tensor\nprint((Tensor(np.ones(3, np.float32), device='CPU') * 7).tolist())"
+    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "TINYSPEC_CACHE_DIR": d}, capture_output=True, text=True)
+    return out.stdout.strip() == "[7.0, 7.0, 7.0]" and "compiling without caching" in out.stderr and not any(Path(d).iterdir())
+case("files", "a cache directory writable by others", bool)(_shared_cache_dir)
 
 # ---- the run ----
 
