@@ -96,11 +96,73 @@ def test_upcast_conv_and_reductions_match_numpy(upcasting):
   (Opt(OptOps.SPLIT, 1, (5, U, False)), "factor 5 does not divide axis 1 of size 32"),
   (Opt(OptOps.SPLIT, 1, (2, R_, False)), "UNROLL axis cannot be split from LOOP axis 1"),
   (Opt(OptOps.SPLIT, 2, (2, U, False)), "UPCAST axis cannot be split from REDUCE axis 2"),
-  (Opt(OptOps.PADTO, 0, 4), "PADTO is not supported yet"),
+  (Opt(OptOps.SPLIT, 1, (2, U, True)), "SPLIT: a UPCAST axis is the inner part of a split, not the outer"),
+  (Opt(OptOps.PADTO, 0, 4), "PADTO: axis 0 of size 4 is already a multiple of 4"),
+  (Opt(OptOps.PADTO, 2, 16), "PADTO: padding axis 2 from 6 to 16 would more than double its work"),
+  (Opt(OptOps.SWAP, 0, 2), "SWAP: axis 0 is LOOP and axis 2 is REDUCE: only axes of one type swap"),
+  (Opt(OptOps.SWAP, 1, 1), "SWAP: axis 1 with itself"),
+  (Opt(OptOps.TC, 2, None), "TC: no tensor-core lowering is built yet"),
 ])
 def test_bad_opts_are_refused_by_name(opt, message):
   *_, a, b = mats(4, 6, 32)
   with pytest.raises(OptError, match=message): apply_opts(kernel_of(a @ b), [opt])
+
+@pytest.mark.parametrize("opts, message", [
+  ([Opt(OptOps.SPLIT, 1, (8, U, False)), Opt(OptOps.PADTO, 2, 16)], "PADTO: axis 2 is UPCAST: pad an axis before splitting it"),
+  ([Opt(OptOps.NOLOCALS, None), Opt(OptOps.SPLIT, 1, (8, L, False))], None),  # a LOOP split is fine after NOLOCALS
+  ([Opt(OptOps.NOLOCALS, None), Opt(OptOps.NOLOCALS, None)], "NOLOCALS: given twice"),
+])
+def test_opt_sequences_are_checked_as_a_whole(opts, message):
+  *_, a, b = mats(4, 6, 32)
+  if message is None: apply_opts(kernel_of(a @ b), opts)
+  else:
+    with pytest.raises(OptError, match=message): apply_opts(kernel_of(a @ b), opts)
+
+def test_padto_refuses_a_kernel_dividing_by_a_loaded_integer():
+  x, y = Tensor(np.arange(1, 8, dtype=np.int32), device="PYTHON"), Tensor(np.arange(1, 8, dtype=np.int32)[::-1].copy(), device="PYTHON")
+  with pytest.raises(OptError, match="divides by a loaded integer"): apply_opts(kernel_of(x // y), [Opt(OptOps.PADTO, 0, 4)])
+
+def run_with(opts, monkeypatch):
+  """Kernels on the PYTHON device get exactly `opts` (through the pipeline's optimize, so GPU lowering still follows)."""
+  from tinyspec.engine.optimize import optimize
+  monkeypatch.setattr("tinyspec.engine.realize.optimize", lambda k, r: optimize(k, r, opts))
+
+@pytest.mark.parametrize("opts", [
+  [Opt(OptOps.PADTO, 1, 4), Opt(OptOps.SPLIT, 1, (4, U, False))],                         # 7 output columns padded to 8, upcast 4
+  [Opt(OptOps.PADTO, 2, 4), Opt(OptOps.SPLIT, 2, (4, R_, False))],                        # the reduction of 5 padded to 8, unrolled 4
+  [Opt(OptOps.PADTO, 0, 8), Opt(OptOps.PADTO, 1, 8), Opt(OptOps.PADTO, 2, 8)],            # every axis padded
+  [Opt(OptOps.SWAP, 0, 1), Opt(OptOps.PADTO, 0, 4), Opt(OptOps.SPLIT, 0, (2, L, True))],  # columns outermost, padded, split
+])
+def test_padto_and_swap_keep_matmul_exact(opts, upcasting, monkeypatch):
+  an, bn, a, b = mats(6, 5, 7)
+  run_with(opts, monkeypatch)
+  np.testing.assert_allclose((a @ b).numpy(), an @ bn, rtol=1e-5, atol=1e-5)
+
+def test_padto_over_a_reduction_adds_the_identity(upcasting, monkeypatch):
+  """The padded part of a max adds -inf (0 would win over these all-negative rows), of a product 1, of a sum 0."""
+  xn = -1 - rng.random((6, 7), dtype=np.float32)
+  x = Tensor(xn, device="PYTHON")
+  run_with([Opt(OptOps.PADTO, 1, 4), Opt(OptOps.SPLIT, 1, (4, R_, False))], monkeypatch)
+  np.testing.assert_array_equal(x.max(axis=1).numpy(), xn.max(1))
+  np.testing.assert_allclose(x.prod(axis=1).numpy(), xn.prod(1), rtol=1e-6)
+  np.testing.assert_allclose(x.sum(axis=1).numpy(), xn.sum(1), rtol=1e-6)
+
+def test_swap_changes_the_loop_order():
+  *_, a, b = mats(4, 6, 32)
+  k = kernel_of(a @ b)
+  def loop_order(kernel):
+    from tinyspec.engine.linearize import linearize
+    return [u.size for u in linearize(kernel).src if u.op is Ops.RANGE]
+  assert loop_order(apply_opts(k, [])) == [4, 32, 6]
+  swapped = apply_opts(k, [Opt(OptOps.SWAP, 0, 1)])
+  assert loop_order(swapped) == [32, 4, 6] and types(swapped) == [(32, L), (4, L), (6, AxisType.REDUCE)]
+
+def test_noopt_gives_kernels_no_opts(upcasting, monkeypatch):
+  an, bn, a, b = mats(16, 8, 32)
+  monkeypatch.setenv("NOOPT", "1")
+  np.testing.assert_allclose((a @ b).numpy(), an @ bn, rtol=1e-5, atol=1e-5)
+  assert all(u.axis_type is not U for k in R._kernels.values() for u in k.linear.src if u.op is Ops.RANGE)
+  assert max(sum(u.op is Ops.STORE and u.src[0].src[0].op is Ops.PARAM for u in k.linear.src) for k in R._kernels.values()) == 1
 
 # ---- GPU lowering, run by the interpreter with a GPU's grid limits ----
 

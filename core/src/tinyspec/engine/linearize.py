@@ -62,7 +62,9 @@ def _nest_end(end: UOp) -> UOp | None:
   return UOp(Ops.END, (UOp(Ops.END, end.src[:2]), *end.src[2:]))
 
 def _gated_store(st: UOp) -> UOp:
-  block = UOp(Ops.IF, (st.src[2],))
+  # the IF depends on the store's index too, so it opens inside every loop the store runs in, not just those of its gate
+  # (a gate on an outer axis alone would open the IF outside the inner loops the ENDIF must close within)
+  block = UOp(Ops.IF, (st.src[2], st.src[0]))
   return UOp(Ops.GROUP, (UOp(Ops.STORE, (UOp(Ops.AFTER, (st.src[0], block)), st.src[1])), UOp(Ops.ENDIF, (block,))))
 
 pm_linear_form = PatternMatcher([

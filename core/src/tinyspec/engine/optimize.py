@@ -1,10 +1,16 @@
 """Stage 3, optimize: reshape a kernel's iteration space for the device, as seed 001's OptOps.
 
 A kernel's axes are its RANGEs, in the order of their ids (rangeify numbers the output axes first, then each reduction's).
-An `Opt` names an axis by that position. SPLIT cuts a range of n into an outer range of n/k and an inner one of k whose
-AxisType is the target (with `top`, the target range is the outer one, of k, and the rest is inner), and rewrites every
-use of the old range as `outer*inner_size + inner`. The new ranges take the old one's place, so later opts see them as
-neighbouring axes. UPCAST and UNROLL targets are then copied out by the expand stage; LOOP/REDUCE stay loops.
+An `Opt` names an axis by that position; opts apply left to right, each to the kernel the previous one left:
+- SPLIT (k, target, top) cuts a range of n into an outer range of n/k and an inner one of k whose AxisType is the target
+  (with `top`, the target range is the outer one, of k, and the rest is inner), and rewrites every use of the old range as
+  `outer*inner_size + inner`. The new ranges take the old one's place, so later opts see them as neighbouring axes.
+  UPCAST and UNROLL targets are then copied out by the expand stage; LOOP/REDUCE stay loops.
+- PADTO m rounds a range up to a multiple of m, so a split by m can follow: loads in the padded part are masked (they
+  read nothing and give 0), stores there are skipped, and a reduction over the range adds its identity there.
+- SWAP j exchanges two axes of one type: their ids and their places in every loop nest, so the loop order changes.
+- NOLOCALS promises no workgroup axes: the kernel must have no LOCAL or GROUP_REDUCE axis, and no later opt may add one.
+Each refusal is an OptError naming the opt, the axis and the rule it breaks. `NOOPT=1` gives every kernel no opts.
 
 `hand_coded` picks opts without search, from what the kernel reads (see its docstring).
 """
@@ -12,9 +18,11 @@ from __future__ import annotations
 
 import enum
 import math
+import os
 from dataclasses import dataclass
 
 from tinyspec.dtype import AddrSpace, dtypes
+from tinyspec.engine.rangeify import reduce_identity
 from tinyspec.renderer import Renderer
 from tinyspec.uop.ops import AxisType, Ops
 from tinyspec.uop.rewrite import graph_rewrite
@@ -29,7 +37,8 @@ class OptOps(enum.Enum):
 
 @dataclass(frozen=True)
 class Opt:
-  """One kernel optimization (op, axis, arg); for SPLIT the arg is (factor, target AxisType, top)."""
+  """One kernel optimization (op, axis, arg): SPLIT's arg is (factor, target AxisType, top), PADTO's the multiple, SWAP's
+  the other axis; NOLOCALS takes neither."""
   op: OptOps
   axis: int | None
   arg: object = None
@@ -42,6 +51,12 @@ SPLIT_FROM: dict[AxisType, tuple[AxisType, ...]] = {
   AxisType.UPCAST: (AxisType.GLOBAL, AxisType.LOCAL, AxisType.LOOP), AxisType.THREAD: (AxisType.GLOBAL, AxisType.LOOP),
   AxisType.LOCAL: (AxisType.GLOBAL, AxisType.LOOP), AxisType.UNROLL: (AxisType.REDUCE, AxisType.GROUP_REDUCE),
   AxisType.GROUP_REDUCE: (AxisType.REDUCE,), AxisType.LOOP: (AxisType.LOOP, AxisType.GLOBAL), AxisType.REDUCE: (AxisType.REDUCE,),
+}
+
+# the side of the split axis each target takes (seed 001's table): inner (top=False), outer (top=True), or either
+SPLIT_SIDES: dict[AxisType, tuple[bool, ...]] = {
+  AxisType.UPCAST: (False,), AxisType.UNROLL: (False,), AxisType.LOCAL: (False,), AxisType.THREAD: (True,),
+  AxisType.GROUP_REDUCE: (False, True), AxisType.LOOP: (False, True), AxisType.REDUCE: (False, True),
 }
 
 def axes(kernel: UOp) -> list[UOp]:
@@ -64,17 +79,31 @@ def _replace_ranges(kernel: UOp, values: dict[UOp, UOp], listed: dict[UOp, tuple
     else: memo[u] = u if src == u.src else u.replace(src=src)
   return memo[kernel]
 
+def _axis(rngs: list[UOp], axis: int | None, what: str) -> UOp:
+  """Axis number `axis` of a kernel whose axes are `rngs`, or an OptError naming `what` asked for it."""
+  if axis is None or not 0 <= axis < len(rngs): raise OptError(f"{what}: axis {axis} out of range for a kernel with {len(rngs)} axes")
+  if rngs[axis].size is None: raise OptError(f"{what}: axis {axis} has a symbolic bound")
+  return rngs[axis]
+
+def _rebuild(kernel: UOp, edit) -> UOp:
+  """The kernel rebuilt bottom-up: each node with its sources rebuilt, then passed to edit(original, rebuilt)."""
+  memo: dict[UOp, UOp] = {}
+  for u in kernel.toposort():
+    src = tuple(memo[s] for s in u.src)
+    memo[u] = edit(u, u if src == u.src else u.replace(src=src))
+  return memo[kernel]
+
 def split(kernel: UOp, axis: int, factor: int, target: AxisType, top: bool = False) -> UOp:
   """The kernel with axis `axis` split by `factor` into a `target` range (inner, or outer with `top`) and the rest."""
   rngs = axes(kernel)
-  if not 0 <= axis < len(rngs): raise OptError(f"SPLIT: axis {axis} out of range for a kernel with {len(rngs)} axes")
-  r = rngs[axis]
-  bound, kind = r.src[0], r.arg[1]
-  if bound.op is not Ops.CONST: raise OptError(f"SPLIT: axis {axis} has a symbolic bound")
-  n = bound.arg[0]
+  r = _axis(rngs, axis, "SPLIT")
+  n, kind = r.size, r.axis_type
   if n < 1: raise OptError(f"SPLIT: axis {axis} is empty")
   if factor < 1 or n % factor: raise OptError(f"SPLIT: factor {factor} does not divide axis {axis} of size {n}")
   if kind not in SPLIT_FROM.get(target, ()): raise OptError(f"SPLIT: a {target.name} axis cannot be split from {kind.name} axis {axis}")
+  if top not in SPLIT_SIDES[target]:
+    sides = ("outer", "inner") if top else ("inner", "outer")
+    raise OptError(f"SPLIT: a {target.name} axis is the {sides[1]} part of a split, not the {sides[0]}")
   outer_n, inner_n = (factor, n // factor) if top else (n // factor, factor)
   outer_t, inner_t = (target, kind) if top else (kind, target)
   # temporary ids past every existing one; _renumber puts them at the split axis' place
@@ -86,11 +115,68 @@ def split(kernel: UOp, axis: int, factor: int, target: AxisType, top: bool = Fal
   order = rngs[:axis] + [x for x in (outer, inner) if x.op is Ops.RANGE] + rngs[axis + 1:]
   return _renumber(out, order)
 
+PADDABLE = (AxisType.LOOP, AxisType.GLOBAL, AxisType.REDUCE)
+
+def _gate(u: UOp, inside: UOp) -> UOp:
+  """A LOAD or STORE that also needs `inside` to hold: a LOAD outside it gives 0 (or its own alternative), a STORE does nothing."""
+  if u.op is Ops.LOAD: return u.replace(src=(u.src[0], UOp.const(0, u.dtype), inside) if len(u.src) == 1 else (*u.src[:2], u.src[2] & inside))
+  return u.replace(src=(*u.src[:2], inside) if len(u.src) == 2 else (*u.src[:2], u.src[2] & inside))
+
+def padto(kernel: UOp, axis: int, multiple: int) -> UOp:
+  """The kernel with axis `axis` (of n) running to the next multiple of `multiple`, the iterations past n masked."""
+  rngs = axes(kernel)
+  r = _axis(rngs, axis, "PADTO")
+  n = r.size
+  if r.axis_type not in PADDABLE:
+    raise OptError(f"PADTO: axis {axis} is {r.axis_type.name}: pad an axis before splitting it ({', '.join(t.name for t in PADDABLE)})")
+  if multiple < 2 or n % multiple == 0: raise OptError(f"PADTO: axis {axis} of size {n} is already a multiple of {multiple}")
+  if (padded := -(-n // multiple) * multiple) > 2 * n:
+    raise OptError(f"PADTO: padding axis {axis} from {n} to {padded} would more than double its work")
+  for u in kernel.toposort():  # a masked load gives 0: an integer division by a loaded value would divide by zero there
+    if u.op in (Ops.IDIV, Ops.MOD) and dtypes.is_int(u.dtype) and any(x.op is Ops.LOAD for x in u.src[1].toposort()):
+      raise OptError(f"PADTO: axis {axis}: the kernel divides by a loaded integer, which would be 0 in the padded part")
+  wide = r.replace(src=(UOp.const(padded),))
+  inside, varies = wide < n, {r}  # varies: the nodes that depend on r (mask sees them in dependency order)
+  def mask(old: UOp, new: UOp) -> UOp:
+    if old is r: return wide
+    if any(s in varies for s in old.src): varies.add(old)
+    if old.op in (Ops.LOAD, Ops.STORE) and old.src[0] in varies: return _gate(new, inside)
+    if old.op is Ops.REDUCE and r in old.src[1:]:  # the padded part adds the reduction's identity
+      return new.replace(src=(inside.where(new.src[0], reduce_identity(old.arg[0], old.dtype)), *new.src[1:]))
+    return new
+  return graph_rewrite(_rebuild(kernel, mask), sym)
+
+def swap(kernel: UOp, axis: int, other: int) -> UOp:
+  """The kernel with axes `axis` and `other` (of one AxisType) exchanged: in the axis order and in each loop nest."""
+  rngs = axes(kernel)
+  a, b = _axis(rngs, axis, "SWAP"), _axis(rngs, other, "SWAP")
+  if a is b: raise OptError(f"SWAP: axis {axis} with itself")
+  if a.axis_type is not b.axis_type:
+    raise OptError(f"SWAP: axis {axis} is {a.axis_type.name} and axis {other} is {b.axis_type.name}: only axes of one type swap")
+  def exchange(old: UOp, new: UOp) -> UOp:
+    if old.op not in (Ops.END, Ops.REDUCE) or a not in old.src[1:] or b not in old.src[1:]: return new
+    return new.replace(src=(new.src[0], *(b if x is a else a if x is b else x for x in new.src[1:])))
+  order = list(rngs)
+  order[axis], order[other] = b, a
+  return _renumber(_rebuild(kernel, exchange), order)
+
+NO_LOCALS = (AxisType.LOCAL, AxisType.GROUP_REDUCE)
+
 def apply_opts(kernel: UOp, opts: list[Opt] | tuple[Opt, ...]) -> UOp:
   """The kernel with `opts` applied left to right; raises OptError naming the first that cannot apply."""
+  nolocals = False
   for opt in opts:
-    if opt.op is OptOps.SPLIT: kernel = split(kernel, opt.axis, *opt.arg)
-    else: raise OptError(f"{opt.op.name} is not supported yet")
+    if opt.op is OptOps.SPLIT:
+      if nolocals and opt.arg[1] in NO_LOCALS: raise OptError(f"SPLIT: a {opt.arg[1].name} axis after NOLOCALS")
+      kernel = split(kernel, opt.axis, *opt.arg)
+    elif opt.op is OptOps.PADTO: kernel = padto(kernel, opt.axis, opt.arg)
+    elif opt.op is OptOps.SWAP: kernel = swap(kernel, opt.axis, opt.arg)
+    elif opt.op is OptOps.NOLOCALS:
+      if nolocals: raise OptError("NOLOCALS: given twice")
+      if has := [r.axis_type.name for r in axes(kernel) if r.axis_type in NO_LOCALS]:
+        raise OptError(f"NOLOCALS: the kernel already has {has[0]} axes")
+      nolocals = True
+    else: raise OptError(f"{opt.op.name}: no tensor-core lowering is built yet (the plugins' tables are read by no pass)")
   verify_between_stages(kernel, "kernel")
   return kernel
 
@@ -183,15 +269,18 @@ def _specials(dims: list[list[UOp]], prefix: str) -> dict[UOp, UOp]:
 
 def _group_reduce(kernel: UOp, g: UOp, lane: UOp) -> UOp:
   """REDUCE(x, ..., g) with g a GROUP_REDUCE range: each lane reduces its share into LOCAL memory, a BARRIER, then every lane
-  reduces the workgroup's partials; only lane 0 writes the kernel's results."""
-  n, slot = g.src[0].arg[0], sum(u.op is Ops.BUFFER for u in kernel.toposort())
+  reduces the partials of its row (the lanes, and copies, that differ only in g); only g's lane 0 writes the results."""
+  n, slot = g.size, sum(u.op is Ops.BUFFER for u in kernel.toposort())
   ids = len(axes(kernel))
+  # the workgroup's other lanes (LOCAL axes) and a lane's upcast copies (UPCAST axes) each have n partials of their own
+  rows, row = 1, UOp.const(0)
+  for r in (r for r in axes(kernel) if r.axis_type in (AxisType.LOCAL, AxisType.UPCAST)): rows, row = rows * r.size, row * r.size + r
   def rebuild(red: UOp) -> UOp:
     rest = tuple(r for r in red.src[1:] if r is not g)
     partial = UOp(Ops.REDUCE, (red.src[0], *rest), red.arg) if rest else red.src[0]
-    buf = UOp(Ops.BUFFER, (UOp.vec((n,)),), (slot, red.dtype, None, AddrSpace.LOCAL))
-    filled = UOp(Ops.STORE, (buf.index(g), partial))
-    def partials(i: UOp) -> UOp: return UOp(Ops.LOAD, (UOp(Ops.AFTER, (buf, UOp(Ops.BARRIER, (filled,)))).index(i),))
+    buf = UOp(Ops.BUFFER, (UOp.vec((rows * n,)),), (slot, red.dtype, None, AddrSpace.LOCAL))
+    filled = UOp(Ops.STORE, (buf.index(row * n + g), partial))
+    def partials(i: UOp) -> UOp: return UOp(Ops.LOAD, (UOp(Ops.AFTER, (buf, UOp(Ops.BARRIER, (filled,)))).index(row * n + i),))
     if red.arg[0] is Ops.ADD and dtypes.is_float(red.dtype) and n >= 16:
       # a float sum of the lanes' partials in two levels of about sqrt(n) each, not one chain: 256 partials of 390625
       # (ones(10_000, 10_000).sum()) stop adding exactly after 42 in float32
@@ -204,8 +293,7 @@ def _group_reduce(kernel: UOp, g: UOp, lane: UOp) -> UOp:
   if len(reds) != 1: raise OptError(f"GROUP_REDUCE: a kernel with {len(reds)} reductions over one range is not supported")
   out = kernel.substitute({reds[0]: rebuild(reds[0])})
   first = lane.eq(0)
-  return out.substitute({u: u.replace(src=(*u.src[:2], first)) for u in out.toposort()
-                         if u.op is Ops.STORE and len(u.src) == 2 and u.src[0].src[0].addrspace is not AddrSpace.LOCAL})
+  return out.substitute({u: _gate(u, first) for u in out.toposort() if u.op is Ops.STORE and u.src[0].src[0].addrspace is not AddrSpace.LOCAL})
 
 def gpu_dims(kernel: UOp, renderer: Renderer) -> UOp:
   """GLOBAL ranges become SPECIAL gidx (workgroup ids), LOCAL and GROUP_REDUCE ranges SPECIAL lidx (lanes of a workgroup),
@@ -217,12 +305,17 @@ def gpu_dims(kernel: UOp, renderer: Renderer) -> UOp:
   for g in (r for r in rngs if r.arg[1] is AxisType.GROUP_REDUCE): kernel = _group_reduce(kernel, g, sub[g])
   return graph_rewrite(_replace_ranges(kernel, sub, {r: () for r in sub}), sym)
 
-def optimize(kernel: UOp, renderer: Renderer) -> UOp:
-  """The kernel with the opts `hand_coded` picks for `renderer` applied; on a GPU, output axes start GLOBAL and the
-  GLOBAL/LOCAL/GROUP_REDUCE axes end as SPECIAL launch indices."""
-  if not is_gpu(renderer): return apply_opts(kernel, hand_coded(kernel, renderer))
+def no_opts() -> bool:
+  """NOOPT=1: kernels get no opts (for debugging: a wrong result that goes away is the optimizer's)."""
+  return os.environ.get("NOOPT", "") not in ("", "0")
+
+def optimize(kernel: UOp, renderer: Renderer, opts: list[Opt] | None = None) -> UOp:
+  """The kernel with `opts` applied, by default those `hand_coded` (`gpu_opts` on a GPU) picks for `renderer`; on a GPU,
+  output axes start GLOBAL (before any opt) and the GLOBAL/LOCAL/GROUP_REDUCE axes end as SPECIAL launch indices."""
+  if no_opts(): opts = []
+  if not is_gpu(renderer): return apply_opts(kernel, hand_coded(kernel, renderer) if opts is None else opts)
   kernel = _retype(kernel, AxisType.LOOP, AxisType.GLOBAL)
-  kernel = apply_opts(kernel, gpu_opts(kernel, renderer))
+  kernel = apply_opts(kernel, gpu_opts(kernel, renderer) if opts is None else opts)
   out = gpu_dims(kernel, renderer)
   verify_between_stages(out, "kernel")
   return out

@@ -97,6 +97,16 @@ class UOp:
   @property
   def ndim(self) -> int: return len(self.shape)
 
+  # a RANGE's parts by name: its arg is (axis id, AxisType), its src[0] the bound
+  @property
+  def axis_id(self) -> int: return self.arg[0]
+  @property
+  def axis_type(self) -> AxisType: return self.arg[1]
+  @property
+  def size(self) -> int | None:
+    """A RANGE's or SPECIAL's number of values when its bound is a constant; None for a symbolic bound (read `src[0]`)."""
+    return self.src[0].arg[0] if self.src[0].op is Ops.CONST else None
+
   def replace(self, **kwargs) -> UOp:
     """This node with some of op, src, arg, tag changed."""
     new = (kwargs.pop("op", self.op), kwargs.pop("src", self.src), kwargs.pop("arg", self.arg), kwargs.pop("tag", self.tag))
