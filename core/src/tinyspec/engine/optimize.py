@@ -191,34 +191,37 @@ def _factor(n: int, prefer: int) -> int:
   while f > 1 and n % f: f //= 2
   return f
 
-def hand_coded(kernel: UOp, renderer: Renderer) -> list[Opt]:
-  """Opts chosen without search, by a rule for kernels with a reduction: upcast the output axes over which some input is
-  invariant (a matmul's rows and columns, a convolution's channels and pixels), so each loaded value is reused from
-  registers by every copy instead of being loaded again. The axis contiguous in the output goes first, by the widest
-  vector; a second axis, preferably one its vector loads do not vary over, gets what
-  `max_upcast` leaves, at most 8. Elementwise kernels are left to the device compiler."""
+def register_tile(kernel: UOp, first: int, budget: int) -> list[Opt]:
+  """UPCAST opts for a kernel with a reduction: upcast the output axes over which some input is invariant (a matmul's rows
+  and columns, a convolution's channels and pixels), so each loaded value is reused from registers by every copy instead
+  of being loaded again. The axis contiguous in the output goes first, by up to `first`; a second axis, preferably one the
+  first one's vector loads do not vary over, gets what the `budget` of copies leaves, at most 8."""
   rngs = axes(kernel)
-  if renderer.max_upcast < 2 or not any(r.arg[1] is AxisType.REDUCE for r in rngs): return []
+  if budget < 2 or not any(r.axis_type is AxisType.REDUCE for r in rngs): return []
   nodes = kernel.toposort()
   stores = [u.src[0] for u in nodes if u.op is Ops.STORE and u.src[0].op is Ops.INDEX]
   loads = [u.src[0] for u in nodes if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX]
   if len(stores) != 1 or not loads: return []
   deps = [set(ld.src[1].toposort()) for ld in loads]
-  outs = [r for r in rngs if r.arg[1] is AxisType.LOOP and r.src[0].op is Ops.CONST and r.src[0].arg[0] > 1 and r in stores[0].src[1].toposort()]
+  outs = [r for r in rngs if r.axis_type in (AxisType.LOOP, AxisType.GLOBAL) and (r.size or 0) > 1 and r in stores[0].src[1].toposort()]
   reused = [r for r in outs if 0 < sum(r in d for d in deps) < len(deps)]
   if not reused: return []
   reused.sort(key=lambda r: _stride(stores[0].src[1], r, rngs) != 1)  # the output's contiguous axis first
   # then an axis the first one's vector loads do not depend on, so each vector load is shared by the second axis' copies
   vector_loads = [d for ld, d in zip(loads, deps) if _stride(ld.src[1], reused[0], rngs) == 1]
   reused[1:] = sorted(reused[1:], key=lambda r: any(r in d for d in vector_loads))
-  widest = max(*renderer.vector_widths, 4)  # a scalar target still reuses registers across 4 copies
   plan: list[tuple[UOp, int]] = []
-  budget = renderer.max_upcast
-  for r, prefer in zip(reused, (widest, 8)):
-    if (f := _factor(r.src[0].arg[0], min(prefer, budget))) > 1: plan.append((r, f)); budget //= f
+  for r, prefer in zip(reused, (first, 8)):
+    if (f := _factor(r.size, min(prefer, budget))) > 1: plan.append((r, f)); budget //= f
   # split later axes first, so the positions of earlier ones still hold
   plan.sort(key=lambda p: -rngs.index(p[0]))
   return [Opt(OptOps.SPLIT, rngs.index(r), (f, AxisType.UPCAST, False)) for r, f in plan]
+
+def hand_coded(kernel: UOp, renderer: Renderer) -> list[Opt]:
+  """Opts chosen without search for a CPU-like device: a register tile (`register_tile`) as wide as the renderer's widest
+  vector (at least 4: a scalar target still reuses registers across 4 copies) and `max_upcast` copies in all.
+  Elementwise kernels are left to the device compiler."""
+  return register_tile(kernel, max(*renderer.vector_widths, 4), renderer.max_upcast)
 
 # ---- GPUs: GLOBAL/LOCAL axes become SPECIAL indices, GROUP_REDUCE a reduction through LOCAL memory ----
 
@@ -231,18 +234,21 @@ def _retype(kernel: UOp, old: AxisType, new: AxisType) -> UOp:
 
 def gpu_opts(kernel: UOp, renderer: Renderer) -> list[Opt]:
   """Opts for a GPU kernel, whose output axes start GLOBAL: a small output over a long reduction splits the reduction over
-  a workgroup (GROUP_REDUCE, partial sums in LOCAL memory); otherwise the output's innermost axis gets a LOCAL part, so
-  neighbouring lanes of a workgroup touch neighbouring memory."""
+  a workgroup (GROUP_REDUCE, partial sums in LOCAL memory). Otherwise a reduction whose inputs are reused across outputs
+  gets a register tile per lane (`register_tile` within `max_upcast`: 4x8 for the default 32, 16x8 for 128), and the
+  output's innermost axis left gets a LOCAL part, so neighbouring lanes of a workgroup touch neighbouring memory."""
   rngs = axes(kernel)
-  sized = [r for r in rngs if r.src[0].op is Ops.CONST and r.src[0].arg[0] > 1]
-  glob, red = [r for r in sized if r.arg[1] is AxisType.GLOBAL], [r for r in sized if r.arg[1] is AxisType.REDUCE]
+  sized = [r for r in rngs if (r.size or 0) > 1]
+  glob, red = [r for r in sized if r.axis_type is AxisType.GLOBAL], [r for r in sized if r.axis_type is AxisType.REDUCE]
   lanes = min(256, renderer.local_max[0])
-  outputs = math.prod(r.src[0].arg[0] for r in glob)
-  if renderer.has_shared and red and outputs < 4096 and red[-1].src[0].arg[0] >= 256:
-    if (f := _factor(red[-1].src[0].arg[0], lanes)) > 1: return [Opt(OptOps.SPLIT, rngs.index(red[-1]), (f, AxisType.GROUP_REDUCE, False))]
-  if glob and (f := _factor(glob[-1].src[0].arg[0], min(lanes, 64))) > 1:
-    return [Opt(OptOps.SPLIT, rngs.index(glob[-1]), (f, AxisType.LOCAL, False))]
-  return []
+  outputs = math.prod(r.size for r in glob)
+  if renderer.has_shared and red and outputs < 4096 and red[-1].size >= 256:
+    if (f := _factor(red[-1].size, lanes)) > 1: return [Opt(OptOps.SPLIT, rngs.index(red[-1]), (f, AxisType.GROUP_REDUCE, False))]
+  opts = register_tile(kernel, min(16, max(4, renderer.max_upcast // 8)), renderer.max_upcast) if outputs >= 4096 else []
+  rngs = axes(apply_opts(kernel, opts)) if opts else rngs
+  glob = [r for r in rngs if r.axis_type is AxisType.GLOBAL and (r.size or 0) > 1]
+  if glob and (f := _factor(glob[-1].size, min(lanes, 64))) > 1: opts.append(Opt(OptOps.SPLIT, rngs.index(glob[-1]), (f, AxisType.LOCAL, False)))
+  return opts
 
 def _dims(ranges: list[UOp], limits: tuple[int, ...], what: str) -> list[list[UOp]]:
   """Ranges (outermost first) grouped into at most 3 launch dimensions within `limits`, innermost range in dimension 0:

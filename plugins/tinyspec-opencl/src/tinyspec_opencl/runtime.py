@@ -65,7 +65,7 @@ def renderer_for(d: cl.Device) -> OpenCLRenderer:
   # a 32-bit device counts work-items in 32 bits: keep the whole grid within that
   grid = None if d.address_bits >= 64 else (max(1, (2**31 - 1) // wg),) * 3
   return OpenCLRenderer(local_max=tuple(min(s, wg) for s in d.max_work_item_sizes[:3]), shared_max=d.local_mem_size, global_max=grid,
-                        fp16="cl_khr_fp16" in exts, float64="cl_khr_fp64" in exts)
+                        fp16="cl_khr_fp16" in exts, float64="cl_khr_fp64" in exts, cpu=bool(d.type & cl.device_type.CPU))
 
 class CLAllocator(LRUAllocator):
   """Device memory as cl.Buffer objects (the handles). Copies block, so the host bytes may be reused at once; the queue is
