@@ -14,14 +14,14 @@ from tinyspec.uop.uop import UOp
 EXPANDED = (AxisType.UPCAST, AxisType.UNROLL)
 
 def _split(ranges: tuple[UOp, ...]) -> tuple[list[UOp], list[UOp]]:
-  ups = [r for r in ranges if r.op is Ops.RANGE and r.arg[1] in EXPANDED]
+  ups = [r for r in ranges if r.op is Ops.RANGE and r.axis_type in EXPANDED]
   return ups, [r for r in ranges if r not in ups]
 
 def _copies(x: UOp, ups: list[UOp]) -> list[UOp]:
   """x once per combination of values of the ranges `ups` (their bounds must be constants)."""
   for r in ups:
-    if r.src[0].op is not Ops.CONST: raise ValueError(f"expand: an {r.arg[1].name} range needs a constant bound, got {r.src[0].op.name}")
-  return [x.substitute({r: UOp.const(v) for r, v in zip(ups, combo)}) for combo in itertools.product(*(range(r.src[0].arg[0]) for r in ups))]
+    if r.size is None: raise ValueError(f"expand: an {r.axis_type.name} range needs a constant bound, got {r.src[0].op.name}")
+  return [x.substitute({r: UOp.const(v) for r, v in zip(ups, combo)}) for combo in itertools.product(*(range(r.size) for r in ups))]
 
 def _expand_reduce(red: UOp) -> UOp | None:
   ups, rest = _split(red.src[1:])

@@ -61,10 +61,10 @@ SPLIT_SIDES: dict[AxisType, tuple[bool, ...]] = {
 
 def axes(kernel: UOp) -> list[UOp]:
   """The kernel's RANGEs in axis order."""
-  return sorted((u for u in kernel.toposort() if u.op is Ops.RANGE), key=lambda r: r.arg[0])
+  return sorted((u for u in kernel.toposort() if u.op is Ops.RANGE), key=lambda r: r.axis_id)
 
 def _renumber(kernel: UOp, order: list[UOp]) -> UOp:
-  return kernel.substitute({r: r.replace(arg=(i, r.arg[1])) for i, r in enumerate(order) if r.arg[0] != i})
+  return kernel.substitute({r: r.replace(arg=(i, r.axis_type)) for i, r in enumerate(order) if r.axis_id != i})
 
 def _replace_ranges(kernel: UOp, values: dict[UOp, UOp], listed: dict[UOp, tuple[UOp, ...]]) -> UOp:
   """Each range r of `values` becomes values[r] where it is used as a value, and the ranges listed[r] where an END or REDUCE
@@ -230,7 +230,7 @@ def is_gpu(renderer: Renderer) -> bool:
   return renderer.has_local and renderer.global_max is not None
 
 def _retype(kernel: UOp, old: AxisType, new: AxisType) -> UOp:
-  return kernel.substitute({r: r.replace(arg=(r.arg[0], new)) for r in axes(kernel) if r.arg[1] is old})
+  return kernel.substitute({r: r.replace(arg=(r.axis_id, new)) for r in axes(kernel) if r.axis_type is old})
 
 def gpu_opts(kernel: UOp, renderer: Renderer) -> list[Opt]:
   """Opts for a GPU kernel, whose output axes start GLOBAL: a small output over a long reduction splits the reduction over
@@ -255,7 +255,7 @@ def _dims(ranges: list[UOp], limits: tuple[int, ...], what: str) -> list[list[UO
   extra ranges, and any dimension over its limit, are merged into dimension 0."""
   dims = [[r] for r in reversed(ranges)]
   while len(dims) > 3: dims[0] = dims.pop() + dims[0]
-  size = lambda d: math.prod(r.src[0].arg[0] for r in d)  # noqa: E731
+  size = lambda d: math.prod(r.size for r in d)  # noqa: E731
   for i in range(len(dims) - 1, 0, -1):
     if size(dims[i]) > limits[i]: dims[0] = dims.pop(i) + dims[0]
   if dims and size(dims[0]) > limits[0]: raise OptError(f"{what} size {size(dims[0])} exceeds the device's limit {limits[0]}")
@@ -265,10 +265,10 @@ def _specials(dims: list[list[UOp]], prefix: str) -> dict[UOp, UOp]:
   """Each range of each dimension as an expression of that dimension's SPECIAL (merged ranges by // and %)."""
   out: dict[UOp, UOp] = {}
   for d, group in enumerate(dims):
-    n = math.prod(r.src[0].arg[0] for r in group)
+    n = math.prod(r.size for r in group)
     sp, inner = UOp(Ops.SPECIAL, (UOp.const(n),), f"{prefix}{d}"), 1
     for r in reversed(group):
-      size = r.src[0].arg[0]
+      size = r.size
       out[r] = sp if len(group) == 1 else (sp // inner) % size if inner > 1 else sp % size
       inner *= size
   return out
@@ -305,10 +305,10 @@ def gpu_dims(kernel: UOp, renderer: Renderer) -> UOp:
   """GLOBAL ranges become SPECIAL gidx (workgroup ids), LOCAL and GROUP_REDUCE ranges SPECIAL lidx (lanes of a workgroup),
   grouped into at most three dimensions each within the renderer's limits; they stop being loops."""
   rngs = axes(kernel)
-  glob = _dims([r for r in rngs if r.arg[1] is AxisType.GLOBAL], renderer.global_max, "grid")
-  loc = _dims([r for r in rngs if r.arg[1] in (AxisType.LOCAL, AxisType.GROUP_REDUCE)], renderer.local_max, "workgroup")
+  glob = _dims([r for r in rngs if r.axis_type is AxisType.GLOBAL], renderer.global_max, "grid")
+  loc = _dims([r for r in rngs if r.axis_type in NO_LOCALS], renderer.local_max, "workgroup")
   sub = {**_specials(glob, "gidx"), **_specials(loc, "lidx")}
-  for g in (r for r in rngs if r.arg[1] is AxisType.GROUP_REDUCE): kernel = _group_reduce(kernel, g, sub[g])
+  for g in (r for r in rngs if r.axis_type is AxisType.GROUP_REDUCE): kernel = _group_reduce(kernel, g, sub[g])
   return graph_rewrite(_replace_ranges(kernel, sub, {r: () for r in sub}), sym)
 
 def no_opts() -> bool:

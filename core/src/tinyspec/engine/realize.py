@@ -90,7 +90,7 @@ class CompiledKernel:
 def launch_dims(linear: UOp) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
   """The grid (workgroups per dimension, from SPECIAL gidx0..2) and workgroup shape (lidx0..2) a program is launched with;
   (None, None) for a program without SPECIALs."""
-  dims = {u.arg: u.src[0].arg[0] for u in linear.src if u.op is Ops.SPECIAL}
+  dims = {u.arg: u.size for u in linear.src if u.op is Ops.SPECIAL}
   if not dims: return None, None
   def size(prefix: str) -> tuple[int, ...]: return tuple(dims.get(f"{prefix}{d}", 1) for d in range(3))
   return size("gidx"), size("lidx")
@@ -98,8 +98,8 @@ def launch_dims(linear: UOp) -> tuple[tuple[int, ...] | None, tuple[int, ...] | 
 def kernel_name(ast: UOp) -> str:
   """'r' for a kernel with a reduction, 'E' for elementwise, then its range sizes: r_16_4, E_45_65."""
   ranges = sorted((u for u in ast.toposort() if u.op is Ops.RANGE), key=lambda r: r.arg)
-  kind = "r" if any(r.arg[1] in (AxisType.REDUCE, AxisType.GROUP_REDUCE, AxisType.UNROLL) for r in ranges) else "E"
-  return "_".join([kind] + [str(r.src[0].arg[0]) if r.src[0].op is Ops.CONST else "n" for r in ranges])
+  kind = "r" if any(r.axis_type in (AxisType.REDUCE, AxisType.GROUP_REDUCE, AxisType.UNROLL) for r in ranges) else "E"
+  return "_".join([kind] + [str(r.size) if r.size is not None else "n" for r in ranges])
 
 class LRU(OrderedDict):
   """A dict that keeps at most `$env` (else `default`) entries, forgetting the least recently used; `get` and `put` are safe

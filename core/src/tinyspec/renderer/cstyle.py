@@ -303,7 +303,7 @@ class CStyleRenderer(Renderer):
       elif op is Ops.SPECIAL:
         expr[u] = u.arg
         emit(f"{self.render_dtype(dtypes.index)} {u.arg} = {self.render_special(u.arg)}; /* {expr[u.src[0]]} */")
-        if u.arg.startswith("lidx") and u.src[0].op is Ops.CONST: local_size[int(u.arg[4:])] = u.src[0].arg[0]
+        if u.arg.startswith("lidx") and u.size is not None: local_size[int(u.arg[4:])] = u.size
       elif op is Ops.AFTER: expr[u] = expr[u.src[0]]  # ordering only: statements run in the order written
       elif op is Ops.INDEX:
         if len(u.src) != 2: raise NotImplementedError(f"INDEX with {len(u.src) - 1} indices (the pipeline makes flat ones)")

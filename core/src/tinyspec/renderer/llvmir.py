@@ -122,8 +122,8 @@ def _split(prog: tuple[UOp, ...]) -> tuple[UOp, tuple[tuple[UOp, Ops], ...]] | N
       if acc is None and reg not in outer_regs: private_regs.add(reg)
       elif acc is None or reg.shape != (1,) or accs.setdefault(reg, acc.op) is not acc.op: other_regs = True
   if len(top) != 1 or loaded & stored: return None
-  if top[0].arg[1] in _SPLITTABLE and not outside: return top[0], ()
-  if top[0].arg[1] is AxisType.REDUCE and accs and not (inside or other_regs) and all(i > end for i in outside): return top[0], tuple(accs.items())
+  if top[0].axis_type in _SPLITTABLE and not outside: return top[0], ()
+  if top[0].axis_type is AxisType.REDUCE and accs and not (inside or other_regs) and all(i > end for i in outside): return top[0], tuple(accs.items())
   return None
 
 def _work(prog: tuple[UOp, ...]) -> int:
