@@ -44,6 +44,11 @@ def test_split_renumbers_axes_in_place():
   k = apply_opts(kernel_of(a @ b), [Opt(OptOps.SPLIT, 0, (2, L, True))])
   assert types(k) == [(2, L), (2, L), (32, L), (6, AxisType.REDUCE)]
 
+def test_describe_axes_names_each_axis_by_size_and_letter():
+  from tinyspec.engine.optimize import describe_axes
+  _, _, a, b = mats(4, 6, 32)
+  assert describe_axes(apply_opts(kernel_of(a @ b), [Opt(OptOps.SPLIT, 1, (8, U, False))])) == "4L 4L 8u 6R"
+
 @pytest.mark.parametrize("opts", [
   [Opt(OptOps.SPLIT, 1, (8, U, False))],                                         # columns in registers
   [Opt(OptOps.SPLIT, 1, (16, U, False)), Opt(OptOps.SPLIT, 0, (4, U, False))],  # a 4x16 register tile

@@ -311,6 +311,13 @@ def gpu_dims(kernel: UOp, renderer: Renderer) -> UOp:
   for g in (r for r in rngs if r.axis_type is AxisType.GROUP_REDUCE): kernel = _group_reduce(kernel, g, sub[g])
   return graph_rewrite(_replace_ranges(kernel, sub, {r: () for r in sub}), sym)
 
+def describe_axes(kernel: UOp) -> str:
+  """An optimized kernel's iteration space, for DEBUG>=2: its launch indices, then each axis' size and AxisType letter in
+  axis order with its AxisType's letter (seed 001's), e.g. `gidx0=32 lidx0=16 | 8u 16u 256R`."""
+  specials = sorted((u for u in kernel.toposort() if u.op is Ops.SPECIAL), key=lambda u: u.arg)
+  loops = " ".join(f"{r.size if r.size is not None else 'n'}{r.axis_type.value}" for r in axes(kernel))
+  return " ".join(f"{u.arg}={u.size}" for u in specials) + (" | " if specials and loops else "") + loops
+
 def no_opts() -> bool:
   """NOOPT=1: kernels get no opts (for debugging: a wrong result that goes away is the optimizer's)."""
   return os.environ.get("NOOPT", "") not in ("", "0")

@@ -31,7 +31,7 @@ from tinyspec.engine.expand import expand
 from tinyspec.engine.isel import isel
 from tinyspec.engine.linearize import linearize
 from tinyspec.engine.memplan import memory_plan
-from tinyspec.engine.optimize import is_gpu, optimize
+from tinyspec.engine.optimize import describe_axes, is_gpu, optimize
 from tinyspec.engine.rangeify import Schedule, rangeify
 from tinyspec.uop.ops import AxisType, Ops
 from tinyspec.uop.spec import verify_between_stages
@@ -143,6 +143,7 @@ def compile_kernel(ast: UOp, device: str) -> CompiledKernel:
   _check_dtypes(ast, device, rt.renderer)
   ast = optimize(ast, rt.renderer); _show("optimize", ast)
   name = kernel_name(ast)
+  if DEBUG() >= 2: print(f"    {name} on {device}: {describe_axes(ast)}")
   ast = expand(ast); _show("expand", ast)
   ast = isel(ast, rt.renderer.native); _show("isel", ast)
   linear = linearize(ast); _show("linearize", linear)
