@@ -101,6 +101,8 @@ def split(kernel: UOp, axis: int, factor: int, target: AxisType, top: bool = Fal
   if n < 1: raise OptError(f"SPLIT: axis {axis} is empty")
   if factor < 1 or n % factor: raise OptError(f"SPLIT: factor {factor} does not divide axis {axis} of size {n}")
   if kind not in SPLIT_FROM.get(target, ()): raise OptError(f"SPLIT: a {target.name} axis cannot be split from {kind.name} axis {axis}")
+  if target is AxisType.GROUP_REDUCE and any(x.axis_type is target for x in rngs):
+    raise OptError(f"SPLIT: a kernel has one GROUP_REDUCE axis at most (axis {axis} would be a second)")
   if top not in SPLIT_SIDES[target]:
     sides = ("outer", "inner") if top else ("inner", "outer")
     raise OptError(f"SPLIT: a {target.name} axis is the {sides[1]} part of a split, not the {sides[0]}")
@@ -242,7 +244,8 @@ def gpu_opts(kernel: UOp, renderer: Renderer) -> list[Opt]:
   glob, red = [r for r in sized if r.axis_type is AxisType.GLOBAL], [r for r in sized if r.axis_type is AxisType.REDUCE]
   lanes = min(256, renderer.local_max[0])
   outputs = math.prod(r.size for r in glob)
-  if renderer.has_shared and red and outputs < 4096 and red[-1].size >= 256:
+  nested = any(_loops_around(u) for u in kernel.toposort() if u.op is Ops.REDUCE and red and red[-1] in u.src[1:])
+  if renderer.has_shared and red and outputs < 4096 and red[-1].size >= 256 and not nested:
     if (f := _factor(red[-1].size, lanes)) > 1: return [Opt(OptOps.SPLIT, rngs.index(red[-1]), (f, AxisType.GROUP_REDUCE, False))]
   opts = register_tile(kernel, min(16, max(4, renderer.max_upcast // 8)), renderer.max_upcast) if outputs >= 4096 else []
   rngs = axes(apply_opts(kernel, opts)) if opts else rngs
@@ -273,6 +276,14 @@ def _specials(dims: list[list[UOp]], prefix: str) -> dict[UOp, UOp]:
       inner *= size
   return out
 
+_SERIAL = (AxisType.LOOP, AxisType.REDUCE, AxisType.UNROLL, AxisType.GROUP_REDUCE)  # axes a lane walks through one at a time
+
+def _loops_around(red: UOp) -> list[UOp]:
+  """The serial axes a REDUCE runs inside (those its value depends on besides its own). A GROUP_REDUCE's partials are
+  written once per lane and read after one BARRIER: inside another loop, or its unrolled copies, lanes would overwrite
+  partials that other lanes are still reading."""
+  return [x for x in red.src[0].toposort() if x.op is Ops.RANGE and x not in red.src[1:] and x.axis_type in _SERIAL]
+
 def _group_reduce(kernel: UOp, g: UOp, lane: UOp) -> UOp:
   """REDUCE(x, ..., g) with g a GROUP_REDUCE range: each lane reduces its share into LOCAL memory, a BARRIER, then every lane
   reduces the partials of its row (the lanes, and copies, that differ only in g); only g's lane 0 writes the results."""
@@ -297,6 +308,8 @@ def _group_reduce(kernel: UOp, g: UOp, lane: UOp) -> UOp:
     return UOp(Ops.REDUCE, (partials(r2), r2), red.arg)
   reds = [u for u in kernel.toposort() if u.op is Ops.REDUCE and g in u.src[1:]]
   if len(reds) != 1: raise OptError(f"GROUP_REDUCE: a kernel with {len(reds)} reductions over one range is not supported")
+  if loops := _loops_around(reds[0]):
+    raise OptError(f"GROUP_REDUCE: the reduction runs inside a {loops[0].axis_type.name} axis of {loops[0].size}; its partials would be overwritten")
   out = kernel.substitute({reds[0]: rebuild(reds[0])})
   first = lane.eq(0)
   return out.substitute({u: _gate(u, first) for u in out.toposort() if u.op is Ops.STORE and u.src[0].src[0].addrspace is not AddrSpace.LOCAL})
