@@ -221,6 +221,21 @@ def test_gpu_long_reduction_is_a_group_reduce_through_local_memory(gpu):
   np.testing.assert_allclose(s.numpy(), xn.sum(1), rtol=1e-5, atol=1e-4)
   np.testing.assert_allclose(Tensor(xn, device="PYTHON").max().numpy(), xn.max())
 
+def test_gpu_long_sum_into_a_small_output_is_spread_over_workgroups(gpu):
+  """2**18 + 5 floats summed: 256 workgroups' partial sums (a kernel), then their sum (a second), exact for ones."""
+  n = 2**18 + 5
+  assert specials(Tensor.ones(n, device="PYTHON").sum()) == [{"gidx0": 256, "lidx0": 256}, {"lidx0": 256}]
+  assert Tensor.ones(n, device="PYTHON").sum().item() == n
+  xn = rng.standard_normal(n, dtype=np.float32)
+  np.testing.assert_allclose(Tensor(xn, device="PYTHON").sum().item(), xn.astype(np.float64).sum(), rtol=1e-6)
+
+def test_gpu_group_reduce_takes_at_most_the_renderers_group_lanes(gpu, monkeypatch):
+  monkeypatch.setattr(Device["PYTHON"].renderer, "group_lanes", 16, raising=False)
+  xn = rng.standard_normal((3, 4096), dtype=np.float32)
+  s = Tensor(xn, device="PYTHON").sum(axis=1)
+  assert specials(s) == [{"gidx0": 3, "lidx0": 16}]
+  np.testing.assert_allclose(s.numpy(), xn.sum(1), rtol=1e-5, atol=1e-4)
+
 def test_gpu_matmul_softmax_and_empty_outputs(gpu):
   an, bn, a, b = mats(16, 24, 128)
   np.testing.assert_allclose((a @ b).numpy(), an @ bn, rtol=1e-4, atol=1e-4)

@@ -246,7 +246,8 @@ def gpu_opts(kernel: UOp, renderer: Renderer) -> list[Opt]:
   outputs = math.prod(r.size for r in glob)
   nested = any(_loops_around(u) for u in kernel.toposort() if u.op is Ops.REDUCE and red and red[-1] in u.src[1:])
   if renderer.has_shared and red and outputs < 4096 and red[-1].size >= 256 and not nested:
-    if (f := _factor(red[-1].size, lanes)) > 1: return [Opt(OptOps.SPLIT, rngs.index(red[-1]), (f, AxisType.GROUP_REDUCE, False))]
+    if (f := _factor(red[-1].size, min(lanes, renderer.group_lanes))) > 1:
+      return [Opt(OptOps.SPLIT, rngs.index(red[-1]), (f, AxisType.GROUP_REDUCE, False))]
   opts = register_tile(kernel, min(16, max(4, renderer.max_upcast // 8)), renderer.max_upcast) if outputs >= 4096 else []
   rngs = axes(apply_opts(kernel, opts)) if opts else rngs
   glob = [r for r in rngs if r.axis_type is AxisType.GLOBAL and (r.size or 0) > 1]

@@ -62,6 +62,9 @@ class Renderer:
   """Bytes of shared memory one workgroup may use."""
   max_upcast: int = 32
   """The largest product of UPCAST and UNROLL axis sizes the optimizer may give one kernel (bounds register pressure)."""
+  group_lanes: int = 256
+  """The most lanes a GROUP_REDUCE splits one reduction over. Every lane then reads each partial once, so a device that
+  runs a workgroup's lanes one after another (OpenCL on a CPU) wants few."""
   tensor_cores: tuple[TensorCore, ...] = ()
   """The matrix instructions this device has, one entry per shape and dtype combination; empty when there are none."""
   dtypes: frozenset[DType] = _STORABLE
