@@ -32,6 +32,7 @@ from tinyspec.engine.isel import isel
 from tinyspec.engine.linearize import linearize
 from tinyspec.engine.memplan import memory_plan
 from tinyspec.engine.optimize import describe_axes, is_gpu, optimize
+from tinyspec.engine.pack import pack_operands
 from tinyspec.engine.rangeify import Schedule, rangeify
 from tinyspec.uop.ops import AxisType, Ops
 from tinyspec.uop.spec import verify_between_stages
@@ -168,8 +169,11 @@ _schedules = LRU("TINYSPEC_SCHEDULE_CACHE", 512)
 
 def _compile_schedule(fn: UOp, device: str) -> CompiledSchedule:
   sched = rangeify(fn, gpu=is_gpu(Device[device].renderer))
+  arg_devices = [Device.canonicalize(a.device) for a in fn.src[1:]]
+  dev_of = arg_devices + [Device.canonicalize(d or device) for _, _, d in sched.buffers]
+  sched = pack_operands(sched, lambda item: (Device[dev_of[item.bufs[0]]].renderer.pack_width, dev_of[item.bufs[0]]))
   devices = tuple(Device.canonicalize(d or device) for _, _, d in sched.buffers)
-  dev_of = [Device.canonicalize(a.device) for a in fn.src[1:]] + list(devices)
+  dev_of = arg_devices + list(devices)
   steps = []
   for item in sched.items:
     dev = dev_of[item.bufs[0]]

@@ -62,6 +62,9 @@ class Renderer:
   """Bytes of shared memory one workgroup may use."""
   max_upcast: int = 32
   """The largest product of UPCAST and UNROLL axis sizes the optimizer may give one kernel (bounds register pressure)."""
+  pack_width: int = 0
+  """The panel width (columns) a matmul's reused operand is copied into before the kernel, so the kernel reads it
+  contiguously (engine/pack.py); 0 never packs. A CPU sets its widest vector: its register tile's width."""
   group_lanes: int = 256
   """The most lanes a GROUP_REDUCE splits one reduction over. Every lane then reads each partial once, so a device that
   runs a workgroup's lanes one after another (OpenCL on a CPU) wants few."""
