@@ -34,6 +34,15 @@ def test_matmul_is_one_kernel():
   assert n == 1
   np.testing.assert_allclose(out, an @ bn, rtol=1e-5, atol=1e-5)
 
+def test_a_large_padded_conv2d_pads_its_input_once_first():
+  """Past PAD_REALIZE_MIN padded elements the padded input is a kernel of its own, so the conv reads it ungated."""
+  (xn, wn), (x, w) = inputs((2, 8, 64, 64), (4, 8, 3, 3))
+  n, out = kernels_run(x.conv2d(w, padding=1))
+  assert n == 2
+  xp = np.pad(xn, ((0, 0), (0, 0), (1, 1), (1, 1)))
+  expect = sum(np.einsum("nchw,oc->nohw", xp[:, :, i:i + 64, j:j + 64], wn[:, :, i, j]) for i in range(3) for j in range(3))
+  np.testing.assert_allclose(out, expect, rtol=1e-4, atol=1e-4)
+
 def test_conv2d_is_one_kernel():
   (xn, wn), (x, w) = inputs((1, 3, 8, 8), (4, 3, 3, 3))
   n, out = kernels_run(x.conv2d(w, padding=1))

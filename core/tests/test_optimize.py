@@ -69,8 +69,10 @@ def test_hand_coded_tiles_a_matmul():
 def test_hand_coded_tiles_a_convolution_by_channels_not_batch():
   x, w = Tensor.empty(2, 8, 10, 16, device="PYTHON"), Tensor.empty(16, 8, 3, 3, device="PYTHON")
   opts = hand_coded(kernel_of(x.conv2d(w, padding=1)), SIMD16())
-  # output axes (batch, channel, y, x): x by 16, then channels (the input's x vector is shared by every channel copy)
-  assert opts == [Opt(OptOps.SPLIT, 3, (16, U, False)), Opt(OptOps.SPLIT, 1, (8, U, False))]
+  # output axes (batch, channel, y, x): x by 16, then channels (the input's x vector is shared by every channel copy); then
+  # the 3x3 window (axes 7 and 6 once the tile has split x, all of it, and channels) unrolled, innermost first
+  assert opts == [Opt(OptOps.SPLIT, 3, (16, U, False)), Opt(OptOps.SPLIT, 1, (8, U, False)),
+                  Opt(OptOps.SPLIT, 7, (3, R_, False)), Opt(OptOps.SPLIT, 6, (3, R_, False))]
 
 def test_hand_coded_leaves_elementwise_and_tiny_kernels_alone():
   a = Tensor.empty(64, 64, device="PYTHON")
