@@ -51,7 +51,7 @@ def _packable(kernel: UOp, width: int) -> tuple[UOp, int, dict[UOp, int], UOp] |
     offset, strides = lin
     j = next((r for r, s in strides.items() if s == 1 and r in outputs), None)
     reduce_strides = [s for r, s in strides.items() if r.axis_type is AxisType.REDUCE]
-    reused = any(r not in strides and r.size >= PACK_MIN_REUSE for r in outputs)
+    reused = any(r not in strides and (r.size or 0) >= PACK_MIN_REUSE for r in outputs)
     if j is None or j.size % (2 * width) or not reduce_strides or max(reduce_strides) < PACK_MIN_STRIDE or not reused: continue
     if math.prod(r.size for r in strides) > ld.src[0].src[0].shape[0]: continue  # the copy would duplicate elements
     return ld, offset, strides, j
