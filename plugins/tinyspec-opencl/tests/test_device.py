@@ -162,3 +162,19 @@ def test_zero_size_and_reduction():
   assert Tensor(np.zeros((0, 3), np.float32), device=DEV).sum(0).numpy().tolist() == [0, 0, 0]
   x = np.random.default_rng(1).standard_normal((33, 65)).astype(np.float32)
   np.testing.assert_allclose((Tensor(x, device=DEV) @ Tensor(x.T, device=DEV)).numpy(), x @ x.T, rtol=1e-4, atol=1e-4)
+
+def test_a_cpu_device_gets_its_own_tuning():
+  """On a CPU device (PoCL): big register tiles, 16-lane group reductions, core's transcendentals, B packed into panels.
+  Both the tuned kernels and their results are checked."""
+  import pyopencl as cl
+  from tinyspec.engine import realize as R
+  if not Device[DEV].device.type & cl.device_type.CPU: pytest.skip("not a CPU device: GPU defaults apply")
+  r = Device[DEV].renderer
+  assert (r.max_upcast, r.group_lanes, r.pack_width) == (128, 16, 16) and Ops.EXP2 not in r.native
+  an, bn = (np.random.default_rng(s).standard_normal(sh).astype(np.float32) for s, sh in ((2, (64, 32)), (3, (32, 1024))))
+  before = R.stats["kernels_run"]
+  got = (Tensor(an, device=DEV) @ Tensor(bn, device=DEV)).realize()
+  assert R.stats["kernels_run"] - before == 2  # B packed, then the matmul
+  np.testing.assert_allclose(got.numpy(), an @ bn, rtol=1e-4, atol=1e-4)
+  x = np.random.default_rng(4).random(2**18 + 3).astype(np.float32)
+  np.testing.assert_allclose(Tensor(x, device=DEV).exp().sum().item(), np.exp(x.astype(np.float64)).sum(), rtol=1e-6)

@@ -73,8 +73,9 @@ class OpenCLRenderer(CStyleRenderer):
     # (matmul 1024 on PoCL: 108 GFLOP/s against 17 with a GPU-sized 4x4 tile); it runs a workgroup's lanes one after
     # another, so a GROUP_REDUCE over 16 lanes, not 256, keeps combining their partials cheap (sum 16M: 45 GB/s against 4)
     if cpu: self.max_upcast, self.group_lanes = 128, 16
-    # and its built-in exp2, log2 and sin are scalar calls per lane: core's polynomials vectorize (4-7x faster on PoCL 3.1)
-    if cpu: self.native = type(self).native - {Ops.EXP2, Ops.LOG2, Ops.SIN}
+    # and its built-in exp2, log2 and sin are scalar calls per lane: core's polynomials vectorize (4-7x faster on PoCL 3.1);
+    # a large matmul's B is packed into panels as wide as the lane's tile, as on the CPU device (matmul 2048: 76 -> 213)
+    if cpu: self.native, self.pack_width = type(self).native - {Ops.EXP2, Ops.LOG2, Ops.SIN}, 16
     if local_max is not None: self.local_max = tuple(local_max)
     if shared_max is not None: self.shared_max = shared_max
     if global_max is not None: self.global_max = tuple(global_max)
