@@ -59,23 +59,23 @@ PAD_REALIZE_MIN = 1 << 16
 """The fewest elements a padded input must have to be made once in a kernel of its own (below, a second kernel's launch
 costs more than the gates it saves)."""
 
-def _worth_padding_once(u: UOp) -> bool:
-  """Whether PAD u is large and its value comes from a buffer (arange's padded constants stay fused)."""
-  return math.prod(u.shape) >= PAD_REALIZE_MIN and any(x.op is Ops.PARAM for x in u.toposort())
 
 def find_realized(body: UOp) -> set[UOp]:
   """The nodes of the TUPLE `body` that get their own buffer (see the module docstring)."""
   realized = {v for v in body.src if v.op is not Ops.PARAM}
+  from_memory: set[UOp] = set()  # the nodes whose value reads a buffer (arange's padded constants do not)
   for u in body.toposort():
     if u.op is Ops.CONTIGUOUS: realized.add(u)
     if u.op is Ops.COPY: realized.update((u, u.src[0]))
+    if u.op is Ops.PARAM or any(s in from_memory for s in u.src): from_memory.add(u)
   # users before sources, carrying which kernels read each node, whether through a broadcast, and whether by a reduction
   readers: dict[UOp, frozenset[UOp]] = {}
   broadcast: dict[UOp, bool] = {}
   reduced: dict[UOp, bool] = {}
   for u in body.toposort()[::-1]:
     if u.op is Ops.REDUCE and (broadcast.get(u, False) or len(readers.get(u, ())) > 1): realized.add(u)
-    if u.op is Ops.PAD and broadcast.get(u, False) and reduced.get(u, False) and _worth_padding_once(u): realized.add(u)
+    if u.op is Ops.PAD and broadcast.get(u, False) and reduced.get(u, False) and u in from_memory and math.prod(u.shape) >= PAD_REALIZE_MIN:
+      realized.add(u)
     if u in realized: mine, flag, red = frozenset((u,)), False, False
     else: mine, flag, red = readers.get(u, frozenset()), broadcast.get(u, False), reduced.get(u, False)
     flag, red = flag or (u.op is Ops.EXPAND and _expands(u)), red or u.op is Ops.REDUCE
