@@ -3,19 +3,21 @@ on the CPU device against the reference interpreter, each on one thread and spli
 (reductions over every axis, padding, matmul, zero-size) against numpy."""
 import numpy as np
 import pytest
-import tinyspec_cpu.runtime as cpu
+import tinyspec_cpu.renderer
 from helpers import end, f32, i32, load, lower, param, rng, run_linear, store
 from tinyspec import Tensor, dtypes
 from tinyspec.uop import AxisType, Ops, UOp
+from tinyspec_cpu.renderer import THREADS_ENV
+from tinyspec_cpu.runtime import CPURuntime
 
 gen = np.random.default_rng(0)
 
 @pytest.fixture(params=[1, 3], ids=["1thread", "3threads"])
 def rt(request, monkeypatch):
   """A CPU runtime with 1 or 3 threads; with 3, every kernel that can be split is, however small."""
-  monkeypatch.setenv(cpu.THREADS_ENV, str(request.param))
-  monkeypatch.setattr(cpu, "MIN_WORK_PER_THREAD", 1)
-  return cpu.CPURuntime("CPU")
+  monkeypatch.setenv(THREADS_ENV, str(request.param))
+  monkeypatch.setattr(tinyspec_cpu.renderer, "MIN_WORK_PER_THREAD", 1)
+  return CPURuntime("CPU")
 
 def matmul(m=7, n=5, k=4):
   i, j, r = rng(m, 0), rng(n, 1), rng(k, 2, AxisType.REDUCE)

@@ -6,12 +6,14 @@ import sys
 
 import numpy as np
 import pytest
-import tinyspec_cpu.runtime as cpu
+import tinyspec_cpu.renderer
 from helpers import end, f32, load, lower, param, rng, store
 from tinyspec import Device, Tensor
 from tinyspec.cli import main
 from tinyspec.device import CompileError
 from tinyspec.engine import realize
+from tinyspec_cpu.compiler import CPUCompiler
+from tinyspec_cpu.renderer import THREADS_ENV, host, thread_count
 
 
 @pytest.fixture
@@ -25,7 +27,7 @@ def registry(monkeypatch):
 def test_listed_available_with_llvm_version(registry, capsys):
   assert main(["devices"]) == 0
   row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("CPU "))
-  h = cpu.host()
+  h = host()
   assert "tinyspec-cpu" in row and "available" in row and f"LLVM {h.llvm_version}" in row and h.cpu in row and "features" in row
 
 def test_default_device_is_cpu(registry, monkeypatch):
@@ -46,13 +48,13 @@ def scaled(n=100):
 def test_disk_cache(tmp_path, monkeypatch):
   monkeypatch.setenv("TINYSPEC_CACHE_DIR", str(tmp_path))
   monkeypatch.delenv("TINYSPEC_COMPILE_CACHE", raising=False)
-  h = cpu.host()
+  h = host()
   src = Device["CPU"].renderer.render("scaled", scaled())
-  first = cpu.CPUCompiler(h)
+  first = CPUCompiler(h)
   binary = first.compile_cached(src)
   assert (first.compiles, first.cache_hits) == (1, 0) and len(list(tmp_path.iterdir())) == 1
   assert first.compile_cached(src) == binary and first.cache_hits == 1
-  again = cpu.CPUCompiler(h)  # another process would start like this: the object comes from disk
+  again = CPUCompiler(h)  # another process would start like this: the object comes from disk
   assert again.compile_cached(src) == binary and (again.compiles, again.cache_hits) == (0, 1)
   assert h.cpu in again.version and h.llvm_version in again.version and h.features in again.version
   out, x = np.zeros(100, np.float32), np.arange(100, dtype=np.float32)
@@ -63,8 +65,8 @@ def test_same_results_on_one_and_two_threads(monkeypatch):
   x, y = np.random.default_rng(0).standard_normal((2, 300, 257)).astype(np.float32)
   results = []
   for threads in (1, 2):
-    monkeypatch.setenv(cpu.THREADS_ENV, str(threads))
-    monkeypatch.setattr(cpu, "MIN_WORK_PER_THREAD", 1000)
+    monkeypatch.setenv(THREADS_ENV, str(threads))
+    monkeypatch.setattr(tinyspec_cpu.renderer, "MIN_WORK_PER_THREAD", 1000)
     monkeypatch.setattr(realize, "_kernels", realize.LRU("TINYSPEC_KERNEL_CACHE", 1024))  # compile again for the new runtime
     monkeypatch.setattr(realize, "_schedules", realize.LRU("TINYSPEC_SCHEDULE_CACHE", 512))
     monkeypatch.setattr(Device, "_opened", {})
@@ -74,12 +76,12 @@ def test_same_results_on_one_and_two_threads(monkeypatch):
   for one, two in zip(*results): np.testing.assert_array_equal(one, two)
 
 def test_thread_count_from_env(monkeypatch):
-  monkeypatch.setenv(cpu.THREADS_ENV, "5")
-  assert cpu.thread_count() == 5
-  monkeypatch.setenv(cpu.THREADS_ENV, "0")
-  with pytest.raises(ValueError, match="TINYSPEC_CPU_THREADS must be a whole number >= 1, got '0'"): cpu.thread_count()
-  monkeypatch.delenv(cpu.THREADS_ENV)
-  assert cpu.thread_count() >= 1
+  monkeypatch.setenv(THREADS_ENV, "5")
+  assert thread_count() == 5
+  monkeypatch.setenv(THREADS_ENV, "0")
+  with pytest.raises(ValueError, match="TINYSPEC_CPU_THREADS must be a whole number >= 1, got '0'"): thread_count()
+  monkeypatch.delenv(THREADS_ENV)
+  assert thread_count() >= 1
 
 HEADER = '; tinyspec {"buffers": [], "variables": [], "split": null, "partials": 0, "work": 1}\n'
 

@@ -7,7 +7,7 @@ from tinyspec.hookspecs import hookimpl
 
 def _probe() -> str | None:
   try:
-    from tinyspec_cpu.runtime import host  # imports llvmlite
+    from tinyspec_cpu.renderer import host  # imports llvmlite
   except ImportError as e: return f"llvmlite is not importable ({e}); pip install llvmlite"
   try: host()
   except Exception as e: return f"LLVM cannot compile for this host: {type(e).__name__}: {e}"
@@ -18,7 +18,7 @@ def _open(name: str):
   return CPURuntime(name)
 
 def _info() -> str:
-  from tinyspec_cpu.runtime import host, thread_count
+  from tinyspec_cpu.renderer import host, thread_count
   h = host()
   return f"LLVM {h.llvm_version}, {h.cpu}, {thread_count()} threads, features {' '.join(h.shown_features) or 'baseline'}"
 

@@ -7,108 +7,21 @@ pool with (core_id, core_count), and ctypes releases the GIL for each call. Smal
 from __future__ import annotations
 
 import ctypes
-import functools
-import hashlib
 import os
-import re
 import struct
 import threading
 import time
 import weakref
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 
-import llvmlite
 import llvmlite.binding as llvm
 import numpy as np
-from tinyspec.device import CompileError, Compiler, HostAllocator, Program, Runtime, llvm_o3
-from tinyspec.dtype import dtypes
-from tinyspec.renderer.llvmir import KernelInfo, LLVMRenderer
+from tinyspec.device import HostAllocator, Program, Runtime
+from tinyspec.renderer.llvmir import KernelInfo
 
-THREADS_ENV = "TINYSPEC_CPU_THREADS"
-MIN_WORK_PER_THREAD = 1 << 17
-"""Innermost iterations each thread must get for a kernel to be split: handing work to a pool thread costs tens of
-microseconds, about what this many iterations of a simple elementwise kernel take."""
-_SHOWN = re.compile(r"sse4\.2|avx|avx2|fma|f16c|avx512(f|bw|dq|vl|bf16|fp16|vnni)|amx-tile|neon|sve2?|dotprod|bf16")
-
-@dataclass(frozen=True)
-class Host:
-  """The machine code targets: LLVM's names for this process's triple, CPU and its features."""
-  triple: str
-  cpu: str
-  features: str
-  llvm_version: str
-
-  @property
-  def shown_features(self) -> list[str]:
-    """The enabled vector features worth naming in `tinyspec devices`."""
-    return [f[1:] for f in self.features.split(",") if f.startswith("+") and _SHOWN.fullmatch(f[1:])]
-
-  def target_machine(self) -> llvm.TargetMachine:
-    # the small code model and PIC: kernels are small, and their objects may be loaded anywhere in the address space
-    return llvm.Target.from_triple(self.triple).create_target_machine(cpu=self.cpu, features=self.features, opt=3, reloc="pic",
-                                                                      codemodel="default")
-
-@functools.cache
-def host() -> Host:
-  """The host target, initialized once; raises when LLVM cannot generate code for it."""
-  llvm.initialize_native_target()
-  llvm.initialize_native_asmprinter()
-  triple = llvm.get_process_triple()
-  try: features = llvm.get_host_cpu_features().flatten()
-  except RuntimeError: features = ""  # LLVM cannot read the features on every OS; the CPU name alone still picks them
-  h = Host(triple, llvm.get_host_cpu_name(), features, ".".join(map(str, llvm.llvm_version_info)))
-  h.target_machine()
-  return h
-
-def thread_count() -> int:
-  """$TINYSPEC_CPU_THREADS, else the cores this process may run on."""
-  if (env := os.environ.get(THREADS_ENV, "").strip()):
-    if not env.isdigit() or int(env) < 1: raise ValueError(f"{THREADS_ENV} must be a whole number >= 1, got {env!r}")
-    return int(env)
-  return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
-class CPURenderer(LLVMRenderer):
-  """Core's LLVM IR renderer for the host: kernels split over `threads` cores when it is more than 1."""
-  device = "CPU"
-  def __init__(self, threads: int, h: Host):
-    self.threads, self.split_min_work = threads, 2 * MIN_WORK_PER_THREAD
-    # float32 lanes of the widest SIMD registers: what the optimizer upcasts the output's contiguous axis by
-    self.vector_widths = (1, 4, 8, 16) if "+avx512f" in h.features else (1, 4, 8) if "+avx" in h.features else (1, 4)
-    self.max_upcast = 128 if "+avx512f" in h.features else 64  # accumulators that stay in registers: 32 zmm or 16 ymm/xmm
-    self.pack_width = self.vector_widths[-1]  # a matmul's B in panels as wide as the register tile: matmul 2048 110 -> 300 GFLOP/s
-    # half precision converts with F16C on x86; without it LLVM would call runtime library functions the JIT cannot find
-    if h.triple.startswith(("x86_64", "i686", "i386")) and "+f16c" not in h.features: self.dtypes = LLVMRenderer.dtypes - {dtypes.float16}
-
-class CPUCompiler(Compiler):
-  """LLVM IR to a relocatable object for the host CPU, optimized at O3 by LLVM's new pass manager. The binary (what the
-  disk cache keeps) is the source's `; tinyspec` header line, the kernel's symbol, then the object. The symbol is the
-  kernel's name made unique by a hash of the source, since different kernels may share a name and all share one JIT."""
-  name = "llvmlite"
-  def __init__(self, h: Host):
-    self.host = h
-    self.version = f"llvmlite {llvmlite.__version__} LLVM {h.llvm_version} {h.triple} {h.cpu} {h.features} O3"
-    self.tm = h.target_machine()
-    pto = llvm.create_pipeline_tuning_options(speed_level=3)
-    pto.loop_vectorization, pto.slp_vectorization, pto.loop_unrolling = True, True, True
-    self.pipeline = llvm_o3.O3Pipeline(self.tm, pto)
-    self.lock = threading.Lock()
-
-  def compile(self, src: str) -> bytes:
-    try:
-      header = src.split("\n", 1)[0]
-      KernelInfo.parse(src)
-      mod = llvm.parse_assembly(src, context=llvm.create_context())  # a context of its own: the global one would keep every
-      # kernel's constants and types for the life of the process
-      mod.verify()
-    except (RuntimeError, ValueError, KeyError) as e: raise CompileError(self.name, str(e), src) from None
-    kernel = next(fn for fn in mod.functions if not fn.is_declaration)
-    kernel.name = symbol = f"{kernel.name}_{hashlib.sha256(src.encode()).hexdigest()[:16]}"
-    with self.lock:
-      mod.triple, mod.data_layout = self.host.triple, str(self.tm.target_data)
-      self.pipeline.optimize(mod)
-      return f"{header}\n{symbol}\n".encode() + self.tm.emit_object(mod)
+from tinyspec_cpu import renderer as target
+from tinyspec_cpu.compiler import CPUCompiler
+from tinyspec_cpu.renderer import CPURenderer, Host, host, thread_count
 
 _SYM = struct.Struct("<IBBHQQ")  # an ELF64 symbol: name offset, info, other, section index, value, size
 
@@ -142,7 +55,7 @@ class CPUProgram(Program):
     args = [ctypes.c_void_p] * len(info.buffers) + [ctypes.c_int64] * len(info.variables) + [ctypes.c_void_p] * bool(info.partials)
     self.fn = ctypes.CFUNCTYPE(None, *args, *[ctypes.c_int64] * (2 * (info.split is not None)))(addr)
     # threads only pay off with enough work for each; the split loop also caps them (one iteration each at most)
-    self.cores = max(1, min(runtime.threads, info.split or 1, info.work // MIN_WORK_PER_THREAD))
+    self.cores = max(1, min(runtime.threads, info.split or 1, info.work // target.MIN_WORK_PER_THREAD))
     # a split reduction's cores leave their accumulators here (8 bytes each), for one more call to combine
     self.partials = np.zeros(info.partials * self.cores, np.int64) if info.partials else None
     self.lock = threading.Lock()
