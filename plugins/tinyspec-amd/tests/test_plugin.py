@@ -5,7 +5,7 @@ import ctypes
 
 import numpy as np
 import pytest
-import tinyspec_amd.hip as hipmod
+import tinyspec_amd.runtime as hipmod
 from tinyspec.cli import format_devices
 from tinyspec.conformance.builders import end, f32, i32, load, lower, param, special, store
 from tinyspec.device import Device

@@ -9,7 +9,7 @@ from tinyspec import Tensor, dtypes
 from tinyspec.conformance.builders import f32, i32, load, lower, param, seed003_add, special, store, workgroup_tree_sum
 from tinyspec.device import CompileError, Device
 from tinyspec.uop import Ops, UOp
-from tinyspec_cuda.nvrtc import NVRTCCompiler
+from tinyspec_cuda.compiler import NVRTCCompiler
 from tinyspec_cuda.renderer import CUDARenderer
 from tinyspec_cuda.runtime import compiler_for
 

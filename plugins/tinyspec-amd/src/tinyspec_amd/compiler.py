@@ -2,7 +2,7 @@
 
 The binary is the source's `; tinyspec` header line, a line of JSON naming each arch and the length of its object, then
 the objects (relocatable ELF, code object version 5) one after another. HIP loads a linked code object: the runtime links
-the object for its arch with ROCm's `ld.lld -shared` (see hip.py) when it loads a program.
+the object for its arch with ROCm's `ld.lld -shared` (see runtime.py) when it loads a program.
 """
 from __future__ import annotations
 

@@ -18,16 +18,16 @@ def _llvm_probe() -> str | None:
 
 def _probe() -> str | None:
   if (why := _llvm_probe()) is not None: return why
-  from tinyspec_amd.hip import probe
+  from tinyspec_amd.runtime import probe
   return probe()
 
 def _open(name: str):
-  from tinyspec_amd.hip import AMDRuntime
+  from tinyspec_amd.runtime import AMDRuntime
   return AMDRuntime(name)
 
 def _info() -> str:
   from tinyspec_amd.compiler import llvm_version
-  from tinyspec_amd.hip import find_hip, hip
+  from tinyspec_amd.runtime import find_hip, hip
   h = hip()
   return f"HIP {find_hip()}, {h.device_count()} GPU(s), device 0 is {h.arch(0)}; LLVM {llvm_version()}"
 

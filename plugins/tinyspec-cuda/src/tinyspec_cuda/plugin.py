@@ -14,7 +14,7 @@ CHECK_ARCHS = ("sm_80", "sm_90")
 """The architectures CUDA_CHECK builds every kernel for."""
 
 def _nvrtc_missing() -> str | None:
-  from tinyspec_cuda.nvrtc import load
+  from tinyspec_cuda.compiler import load
   try: load()
   except RuntimeError as e: return str(e)
   return None
@@ -42,7 +42,7 @@ def _open_check(name: str):
   return check_runtime(name, CHECK_ARCHS)
 
 def _nvrtc_info() -> str:
-  from tinyspec_cuda.nvrtc import load
+  from tinyspec_cuda.compiler import load
   return f"NVRTC {'.'.join(map(str, load().version))}"
 
 def _info_cuda() -> str:

@@ -8,7 +8,7 @@
       __syncthreads();                                    <- BARRIER
     }
 
-half comes from cuda_fp16.h and bfloat16 from cuda_bf16.h (NVRTC's include path holds them, see nvrtc.py), included only
+half comes from cuda_fp16.h and bfloat16 from cuda_bf16.h (NVRTC's include path holds them, see compiler.py), included only
 by kernels that use them. Bitcasts of floats go through CUDA's __float_as_uint-style intrinsics.
 """
 from __future__ import annotations

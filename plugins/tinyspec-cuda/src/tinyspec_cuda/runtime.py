@@ -13,7 +13,7 @@ import numpy as np
 from tinyspec.device import LRUAllocator, Program, Runtime
 from tinyspec.interpreter.checked import CheckedRuntime
 
-from tinyspec_cuda.nvrtc import NVRTCCompiler, load
+from tinyspec_cuda.compiler import NVRTCCompiler, load
 from tinyspec_cuda.renderer import CUDARenderer
 
 
