@@ -18,27 +18,12 @@ import numpy as np
 from tinyspec.dtype import AddrSpace, bf16_from_bits, bf16_to_bits, dtypes
 from tinyspec.interpreter.alu import bitcast, held, np_dtype, run_alu
 from tinyspec.uop.ops import GroupOp, Ops
+from tinyspec.uop.spec import buffer_of, is_register, register_update
 from tinyspec.uop.uop import UOp
 
 LANES = 1 << 20  # the most iterations a vectorised loop nest runs at once
 _REDUCE_UFUNC = {Ops.ADD: np.add, Ops.MUL: np.multiply, Ops.MAX: np.maximum}
 _NOTHING = (Ops.END, Ops.ENDIF, Ops.BARRIER, Ops.GROUP, Ops.SINK)
-
-
-def _base(u: UOp) -> UOp:
-  """The buffer an INDEX/AFTER chain addresses."""
-  while u.op in (Ops.AFTER, Ops.INDEX): u = u.src[0]
-  return u
-
-def _is_reg(buf: UOp) -> bool: return buf.op is Ops.BUFFER and buf.arg[3] is AddrSpace.REG
-
-def _accumulation(st: UOp) -> tuple[Ops, UOp] | None:
-  """(op, x) if STORE st writes `load(same place) <op> x`."""
-  val = st.src[1]
-  if val.op not in _REDUCE_UFUNC: return None
-  for a, b in (val.src, val.src[::-1]):
-    if a.op is Ops.LOAD and a.src[0] is st.src[0]: return val.op, b
-  return None
 
 
 def _rounds_each_step(st: UOp, op: Ops) -> bool:
@@ -111,22 +96,22 @@ class Interpreter:
     for i, u in enumerate(self.prog):
       if u.op is Ops.END: self.closing[pos[u.src[1]]] = i
       if u.op is Ops.ENDIF: self.closing[pos[u.src[0]]] = i
-    self.accum = {st: a for st in self.prog if st.op is Ops.STORE and (a := _accumulation(st)) is not None}
+    self.accum = {st: a for st in self.prog if st.op is Ops.STORE and (a := register_update(st)) is not None}
     first_write: dict[UOp, int] = {}
     for i, u in enumerate(self.prog):
-      if u.op is Ops.STORE: first_write.setdefault(_base(u.src[0]), i)
+      if u.op is Ops.STORE: first_write.setdefault(buffer_of(u.src[0]), i)
     self.sequential = {i for i, u in enumerate(self.prog) if u.op is Ops.RANGE and self._dependent(i, first_write)}
 
   def _dependent(self, i: int, first_write: dict[UOp, int]) -> bool:
     """Whether the iterations of the RANGE at position i depend on each other (see the module docstring)."""
     rng, body = self.prog[i], self.prog[i + 1:self.closing[i]]
-    stored = {_base(u.src[0]) for u in body if u.op is Ops.STORE}
+    stored = {buffer_of(u.src[0]) for u in body if u.op is Ops.STORE}
     for u in body:
-      if u.op is Ops.LOAD and (b := _base(u.src[0])) in stored and not _is_reg(b): return True
+      if u.op is Ops.LOAD and (b := buffer_of(u.src[0])) in stored and not is_register(b): return True
       if u.op is not Ops.STORE: continue
-      base = _base(u.src[0])
-      if _is_reg(base):
-        if first_write[base] < i and (u not in self.accum or _rounds_each_step(u, self.accum[u][0])): return True
+      base = buffer_of(u.src[0])
+      if is_register(base):
+        if first_write[base] < i and (u not in self.accum or _rounds_each_step(u, self.accum[u].op)): return True
       elif rng not in u.src[0].toposort(): return True
     return False
 
@@ -172,7 +157,7 @@ class Interpreter:
         else:
           groups = {self.axis[s]: self._scalar(s.src[0]) for s in self.axis if s.op is Ops.SPECIAL and s.arg.startswith("g")}
           env[u] = _Local(size, np_dtype(u.dtype), groups, self.ndim, f"{self.name}: local buffer {u.arg[0]}")
-      elif op is Ops.INDEX: env[u] = (env[_base(u)], env[u.src[1]])
+      elif op is Ops.INDEX: env[u] = (env[buffer_of(u)], env[u.src[1]])
       elif op is Ops.AFTER: env[u] = env[u.src[0]]
       elif op is Ops.LOAD: env[u] = self._load(u, mask)
       elif op is Ops.STORE: self._store(u, mask)
@@ -197,7 +182,7 @@ class Interpreter:
     slot = mem._slot(addr)
     if mem.lanes is None: mem.lanes = frozenset(self.open_axes) | {k for s, k in self.axis.items() if s.op is Ops.SPECIAL}
     if (acc := self.accum.get(u)) is not None and mem.vals[slot] is not None:
-      rop, x = acc
+      rop, x = acc.op, acc.x
       x = self.env[x]
       ufunc = _REDUCE_UFUNC[rop]
       if gate is not None: x = np.where(gate, x, ufunc.identity if rop is not Ops.MAX else _lowest(x.dtype))

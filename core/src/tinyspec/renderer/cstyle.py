@@ -31,6 +31,7 @@ import numpy as np
 from tinyspec.dtype import FLOATS, SINTS, AddrSpace, DType, bf16_round, dtypes
 from tinyspec.renderer import Renderer
 from tinyspec.uop.ops import Ops
+from tinyspec.uop.spec import buffer_of
 from tinyspec.uop.uop import UOp
 
 _INFIX = {Ops.ADD: "+", Ops.MUL: "*", Ops.XOR: "^", Ops.OR: "|", Ops.AND: "&", Ops.SUB: "-", Ops.DIV: "/"}
@@ -270,12 +271,12 @@ class CStyleRenderer(Renderer):
     used: set[DType] = set()
     local_size = [1, 1, 1]
     depth = 1
-    written = {b.arg[0] for u in linear.src if u.op in (Ops.STORE, Ops.ATOMICADD) and (b := _base(u.src[0])).op is Ops.PARAM}
+    written = {b.arg[0] for u in linear.src if u.op in (Ops.STORE, Ops.ATOMICADD) and (b := buffer_of(u.src[0])).op is Ops.PARAM}
     def emit(line: str): body.append("  " * depth + line)
     def access(idx: UOp) -> tuple[str, str, AddrSpace]:  # (buffer, index, memory) of the element an INDEX (maybe under AFTERs) names
       while idx.op is Ops.AFTER: idx = idx.src[0]
       if idx.op is not Ops.INDEX or len(idx.src) != 2: raise NotImplementedError(f"{type(self).__name__}: memory access through {idx.op.name}")
-      b = _base(idx)
+      b = buffer_of(idx)
       return expr[idx.src[0]], expr[idx.src[1]], AddrSpace.GLOBAL if b.op is Ops.PARAM else b.arg[3]
     def define(i: int, u: UOp, value: str):  # a new variable holding instruction i's value
       expr[u] = f"v{i}"
@@ -343,7 +344,3 @@ class CStyleRenderer(Renderer):
     n = u.shape[0] if len(u.shape) == 1 and u.op not in (Ops.PARAM, Ops.BUFFER) else 1
     return u.dtype if n == 1 or u.dtype.count > 1 else u.dtype.vec(n)
 
-def _base(u: UOp) -> UOp:
-  """The buffer an INDEX/AFTER chain addresses."""
-  while u.op in (Ops.AFTER, Ops.INDEX): u = u.src[0]
-  return u

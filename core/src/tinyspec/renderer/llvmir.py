@@ -32,6 +32,7 @@ import numpy as np
 from tinyspec.dtype import AddrSpace, DType, bf16_round, dtypes, finite_max
 from tinyspec.renderer import Renderer
 from tinyspec.uop.ops import AxisType, Ops
+from tinyspec.uop.spec import buffer_of, is_register, register_update
 from tinyspec.uop.uop import UOp
 
 _REG = {dtypes.bool: "i1", dtypes.int8: "i8", dtypes.uint8: "i8", dtypes.int16: "i16", dtypes.uint16: "i16", dtypes.int32: "i32",
@@ -83,18 +84,6 @@ class KernelInfo:
     d = json.loads(first[len("; tinyspec "):])
     return KernelInfo(tuple(d["buffers"]), tuple(d["variables"]), d["split"], d["partials"], d["work"])
 
-def _base(u: UOp) -> UOp:
-  while u.op in (Ops.AFTER, Ops.INDEX): u = u.src[0]
-  return u
-
-def _is_reg(u: UOp) -> bool: return (b := _base(u)).op is Ops.BUFFER and b.arg[3] is AddrSpace.REG
-
-def _accumulation(st: UOp) -> UOp | None:
-  """The ALU node of STORE st if it is a register accumulation `acc = acc <op> x`, op ADD, MUL or MAX."""
-  val = st.src[1]
-  if not _is_reg(st.src[0]) or val.op not in (Ops.ADD, Ops.MUL, Ops.MAX): return None
-  return val if any(s.op is Ops.LOAD and s.src[0] is st.src[0] for s in val.src) else None
-
 def _split(prog: tuple[UOp, ...]) -> tuple[UOp, tuple[tuple[UOp, Ops], ...]] | None:
   """How a kernel splits over cores, if it can: on its only outermost loop, in a kernel that reads no buffer it writes
   (iterations could then depend on each other through memory), which is either an output axis holding every store to
@@ -111,13 +100,13 @@ def _split(prog: tuple[UOp, ...]) -> tuple[UOp, tuple[tuple[UOp, Ops], ...]] | N
     elif u.op is Ops.END:
       depth -= len(u.src) - 1
       if depth == 0: end = min(end, i)
-    elif u.op is Ops.LOAD and (b := _base(u.src[0])).op is Ops.PARAM: loaded.add(b)
-    elif u.op is Ops.STORE and (b := _base(u.src[0])).op is Ops.PARAM:
+    elif u.op is Ops.LOAD and (b := buffer_of(u.src[0])).op is Ops.PARAM: loaded.add(b)
+    elif u.op is Ops.STORE and (b := buffer_of(u.src[0])).op is Ops.PARAM:
       stored.add(b)
       (inside if depth else outside).append(i)
-    elif u.op is Ops.STORE and not depth and _is_reg(u.src[0]): outer_regs.add(_base(u.src[0]))
+    elif u.op is Ops.STORE and not depth and is_register(u.src[0]): outer_regs.add(buffer_of(u.src[0]))
     elif u.op is Ops.STORE and depth:  # a register write inside the loop: splittable as a reduction if an accumulation
-      acc, reg = _accumulation(u), _base(u.src[0])
+      acc, reg = register_update(u), buffer_of(u.src[0])
       if reg in private_regs: continue
       if acc is None and reg not in outer_regs: private_regs.add(reg)
       elif acc is None or reg.shape != (1,) or accs.setdefault(reg, acc.op) is not acc.op: other_regs = True
@@ -147,7 +136,7 @@ def _reassociable(prog: tuple[UOp, ...]) -> set[UOp]:
   for u in prog:
     if u.op is Ops.RANGE: open_.append(u)
     elif u.op is Ops.END: del open_[-(len(u.src) - 1):]
-    elif u.op is Ops.STORE and (acc := _accumulation(u)) is not None: by_loop.setdefault(open_[-1] if open_ else None, []).append(acc)
+    elif u.op is Ops.STORE and (acc := register_update(u)) is not None: by_loop.setdefault(open_[-1] if open_ else None, []).append(acc.alu)
   return {acc for accs in by_loop.values() if len(accs) <= MAX_REASSOCIATED for acc in accs}
 
 class LLVMRenderer(Renderer):
@@ -218,7 +207,7 @@ class _Function:
     return self.emit(f"call {ty} @{fn}({', '.join(f'{ty} {o}' for o in ops)})")
   def ptr(self, u: UOp) -> str:
     """The pointer type of memory reached through `u` (a buffer, or an INDEX/AFTER of one): its address space's."""
-    b = _base(u)
+    b = buffer_of(u)
     space = self.r.global_addrspace if b.op is Ops.PARAM else self.r.reg_addrspace if b.arg[3] is AddrSpace.REG else self.r.local_addrspace
     return f"ptr addrspace({space})" if space else "ptr"
   def op(self, u: UOp) -> str:
@@ -263,7 +252,7 @@ def _buffer(f: _Function, u: UOp) -> str:
   return f"%acc{u.arg[0]}"
 
 def _index(f: _Function, u: UOp) -> str:
-  base = _base(u.src[0])
+  base = buffer_of(u.src[0])
   return f.emit(f"getelementptr inbounds {_MEM[base.dtype.scalar()]}, {f.ptr(base)} {f.op(base)}, i64 {f.op(u.src[1])}")
 
 def _special(f: _Function, u: UOp) -> str:

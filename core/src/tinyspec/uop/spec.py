@@ -76,6 +76,29 @@ def accumulation(u: UOp) -> Accumulation | None:
   return Accumulation(inits, tuple(s for s in u.src[1:] if s.op is Ops.RANGE)) if inits else None
 
 
+def buffer_of(address: UOp) -> UOp:
+  """The buffer (PARAM or BUFFER) an address reads or writes, through its INDEX and AFTER nodes."""
+  while address.op in (Ops.AFTER, Ops.INDEX): address = address.src[0]
+  return address
+
+def is_register(address: UOp) -> bool:
+  """Whether an address (or a buffer) is in REG memory: an accumulator or another private register."""
+  return (b := buffer_of(address)).op is Ops.BUFFER and b.addrspace is AddrSpace.REG
+
+class RegisterUpdate(NamedTuple):
+  """An accumulator's update `STORE(reg, LOAD(reg) <op> x)`: the op, its ALU node and x."""
+  op: Ops
+  alu: UOp
+  x: UOp
+
+def register_update(st: UOp) -> RegisterUpdate | None:
+  """For a STORE to a register of `LOAD(the same address) <op> x`, op ADD, MUL or MAX, its RegisterUpdate; else None."""
+  if not is_register(st.src[0]) or (val := st.src[1]).op not in (Ops.ADD, Ops.MUL, Ops.MAX): return None
+  for a, b in (val.src, val.src[::-1]):
+    if a.op is Ops.LOAD and a.src[0] is st.src[0]: return RegisterUpdate(val.op, val, b)
+  return None
+
+
 # ---- predicates the tables use ----
 
 def _is_int(dt: DType) -> bool: return not isinstance(dt, PtrDType) and dtypes.is_int(dt)
