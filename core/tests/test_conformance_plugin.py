@@ -51,7 +51,7 @@ def test_configure_checks_the_option_up_front():
 def test_capabilities_of_the_python_device():
   caps = Capabilities.of("PYTHON")
   assert caps.dtypes == frozenset(TENSOR_DTYPES)  # bfloat16 too, computed in float32 and rounded
-  assert caps.has_local and caps.has_shared and caps.tensor_cores == () and caps.threads == 1 and caps.vector_widths == (1,)
+  assert caps.has_local and caps.has_shared and caps.tensor_cores == () and caps.threads == 1 and caps.vector_widths == (1, 2, 4, 8, 16, 32)
   dts = "bool int8 int16 int32 int64 uint8 uint16 uint32 uint64 float16 bfloat16 float32 float64"
   assert caps.summary().startswith(f"dtypes {dts}; native -; local True")
 

@@ -159,14 +159,19 @@ def test_expanded_range_matches_loop(kind):
   verify(expanded, "kernel")
   lin = linearize(expanded)
   assert "RANGE" not in work(lin) and "BUFFER" not in work(lin)  # no loop and, for UNROLL, no accumulator: a chain of ADDs
-  assert work(lin).count("STORE" if kind is AxisType.UPCAST else "ADD") == (4 if kind is AxisType.UPCAST else 3)
+  if kind is AxisType.UPCAST:  # the four copies load and store their consecutive elements as one vector each
+    assert [u.shape for u in lin.src if u.op in (Ops.LOAD, Ops.STORE)] == [(4,), ()] and work(lin).count("MUL") == 4
+    assert next(u for u in lin.src if u.op is Ops.STORE).src[1].shape == (4,)
+  else: assert work(lin).count("ADD") == 3 and next(u for u in lin.src if u.op is Ops.LOAD).shape == (4,)
   size = 4 if kind is AxisType.UPCAST else 1
   np.testing.assert_array_equal(run(lin, np.zeros(size), x)[0], run(plain, np.zeros(size), x)[0])
 
 def test_expanded_matmul_matches_loop():
   A, B = rng.standard_normal((3, 4)).astype(np.float32), rng.standard_normal((4, 2)).astype(np.float32)
   lin = linearize(expand(matmul(3, 4, 2, (AxisType.LOOP, AxisType.UPCAST, AxisType.UNROLL))))
-  assert work(lin).count("RANGE") == 1 and work(lin).count("STORE") == 2  # only i is left a loop; j's two outputs are stored apiece
+  # only i is left a loop; j's two outputs are consecutive, stored as one vector of 2, and k's 4 values of A one vector load
+  assert work(lin).count("RANGE") == 1 and [u.src[1].shape for u in lin.src if u.op is Ops.STORE] == [(2,)]
+  assert sorted(u.shape for u in lin.src if u.op is Ops.LOAD) == [(2,)] * 4 + [(4,)]  # a row of A; B's 2 columns per row
   want = run(lower(matmul(3, 4, 2)), np.zeros(6), A, B)[0]
   np.testing.assert_allclose(run(lin, np.zeros(6), A, B)[0], want, rtol=1e-6)
   np.testing.assert_allclose(want.reshape(3, 2), A @ B, rtol=1e-5)

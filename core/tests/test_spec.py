@@ -144,7 +144,8 @@ class NotADType(NamedTuple):
   # kernel stage
   (K, lambda: kernel().src[0], "END(src: STORE, RANGE): the root of a kernel must be a SINK"),
   (K, lambda: kernel(None, param(2).reshape((2, 2))), "RESHAPE(src: PARAM, STACK): is a movement op: after rangeify only INDEX addresses memory"),
-  (K, lambda: kernel(None, UOp.vec((1.0, 2.0), f32)), "STACK(src: CONST, CONST): a STACK here may only spell a shape (index dtype), got float32"),
+  (K, lambda: kernel(None, UOp(Ops.STACK, (UOp.vec((1.0, 2.0), f32),) * 2)), "STACK(src: STACK, STACK): a STACK here joins scalars"),
+  (K, lambda: kernel(None, UOp.vec((1.0, 2.0), f32).index(R)), "INDEX(src: STACK, RANGE): reads a vector's lane: the index must be one CONST"),
   (K, lambda: kernel(None, A.bitcast(dtypes.float16)),
     "BITCAST(src: BUFFER): reinterprets a scalar here: itemsizes must match, got float32 -> dtypes.float16"),
   (K, lambda: kernel(None, UOp(Ops.STORE, (A, B))), "STORE(src: BUFFER, BUFFER): in a kernel, STORE writes through an INDEX, got BUFFER and BUFFER"),

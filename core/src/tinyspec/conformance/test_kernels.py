@@ -7,7 +7,7 @@ import numpy as np
 from tinyspec.conformance.builders import ZERO, after, barrier, f32, i32, load, local, param, special, store, workgroup_tree_sum
 from tinyspec.device import Buffer, Device
 from tinyspec.engine.expand import expand
-from tinyspec.engine.isel import isel
+from tinyspec.engine.isel import devectorize, isel
 from tinyspec.engine.linearize import linearize
 from tinyspec.engine.realize import launch_dims
 from tinyspec.uop import AxisType, Ops, UOp, verify
@@ -19,7 +19,7 @@ def launch(dev: str, root: UOp, *arrays: np.ndarray, vals: tuple[int, ...] = ())
   rt = Device[dev]
   sink = root if root.op is Ops.SINK else UOp.sink(root)
   verify(sink, "kernel")
-  linear = linearize(isel(expand(sink), rt.renderer.native))
+  linear = linearize(isel(devectorize(expand(sink), rt.renderer), rt.renderer.native))
   prog = rt.program("hand", rt.compiler.compile_cached(rt.renderer.render("hand", linear)))
   params = sorted((u for u in linear.src if u.op is Ops.PARAM and isinstance(u.arg[0], int)), key=lambda u: u.arg[0])
   bufs = [Buffer(dev, a.size, p.arg[1]).copyin(np.ascontiguousarray(a, p.arg[1].np)) for p, a in zip(params, arrays)]

@@ -1,4 +1,5 @@
-"""Instruction selection's decompositions: every decomposed op (seed 001's table) that the backend lacks becomes primitives.
+"""Instruction selection: every decomposed op (seed 001's table) that the backend lacks becomes primitives, and every
+vector load or store wider than the backend has is split (`devectorize`).
 
 The tables are selected per op: `isel(root, native)` drops every rule whose op the backend has natively, so SQRT on a
 backend with EXP2 and LOG2 becomes EXP2(LOG2(x) * 0.5) (and a Newton step) and stops there, and on one without them
@@ -8,10 +9,13 @@ from __future__ import annotations
 import functools
 import math
 
-from tinyspec.dtype import dtypes
+from tinyspec.dtype import DType, dtypes
 from tinyspec.engine import transcendental as T
+from tinyspec.engine.expand import pm_lanes
+from tinyspec.renderer import Renderer
 from tinyspec.uop.ops import Ops
 from tinyspec.uop.rewrite import PatternMatcher, UPat, graph_rewrite
+from tinyspec.uop.spec import lanes, vector_index
 from tinyspec.uop.uop import UOp
 
 a, b, c = UPat.var("a"), UPat.var("b"), UPat.var("c")
@@ -79,6 +83,52 @@ pm_isel = pm_widen_half + pm_decompose + pm_transcendental + pm_threefry
 def decompositions(native: frozenset[Ops]) -> PatternMatcher:
   """The rules of `pm_isel` for the ops a backend lacks (compiled once per set of native ops)."""
   return PatternMatcher([(p, fn) for p, fn in pm_isel.rules if not (p.op & native)])
+
+# ---- devectorize: vectors a device cannot load or store at once become narrower ones, or scalars ----
+
+def divisible(idx: UOp, w: int) -> bool:
+  """Whether the index expression `idx` is provably a multiple of w (from its constants; a range or a lane id may be anything)."""
+  if idx.op is Ops.CONST: return idx.arg[0] % w == 0
+  if idx.op is Ops.ADD: return all(divisible(s, w) for s in idx.src)
+  if idx.op is Ops.MUL: return any(divisible(s, w) for s in idx.src)
+  return False
+
+def vector_width(renderer: Renderer, dt: DType, n: int, base: UOp) -> int:
+  """The widest vector of `dt` the renderer reads or writes at once among n consecutive elements from index `base`."""
+  if dt not in renderer.vector_dtypes: return 1
+  fits = [w for w in renderer.vector_widths if n % w == 0 and (not renderer.vector_aligned or divisible(base, w))]
+  return max(fits, default=1)
+
+def _pieces(buf: UOp, base: UOp, n: int, w: int) -> list[UOp]:
+  """The addresses of n consecutive elements from `base` in vectors of w (w == 1: single elements)."""
+  def at(k: int) -> UOp: return base if k == 0 else base + k
+  return [buf.index(lanes(at(c * w), w) if w > 1 else at(c)) for c in range(n // w)]
+
+def _narrow_load(ctx: Renderer, ld: UOp) -> UOp | None:
+  if (vec := vector_index(ld.src[0].src[1])) is None: return None
+  base, n = vec
+  if (w := vector_width(ctx, ld.dtype, n, base)) == n: return None
+  parts = [UOp(Ops.LOAD, (p,)) for p in _pieces(ld.src[0].src[0], base, n, w)]
+  return UOp(Ops.STACK, tuple(parts[j // w].index(UOp.const(j % w)) if w > 1 else parts[j] for j in range(n)))
+
+def _narrow_store(ctx: Renderer, st: UOp) -> UOp | None:
+  if (vec := vector_index(st.src[0].src[1])) is None: return None
+  base, n = vec
+  if (w := vector_width(ctx, st.src[1].dtype, n, base)) == n: return None
+  val = st.src[1]
+  def lane(j: int) -> UOp: return val.src[j] if val.op is Ops.STACK else val.index(UOp.const(j))
+  values = [UOp(Ops.STACK, tuple(lane(c * w + j) for j in range(w))) if w > 1 else lane(c) for c in range(n // w)]
+  return UOp(Ops.GROUP, tuple(UOp(Ops.STORE, (p, v)) for p, v in zip(_pieces(st.src[0].src[0], base, n, w), values)))
+
+pm_devectorize = PatternMatcher([
+  (UPat(Ops.LOAD, src=(UPat(Ops.INDEX),), name="ld"), _narrow_load),                     # LOAD of n -> STACK of narrower LOADs' lanes
+  (UPat(Ops.STORE, src=(UPat(Ops.INDEX), UPat()), name="st"), _narrow_store),            # STORE of n -> GROUP of narrower STOREs
+]) + pm_lanes
+
+def devectorize(kernel: UOp, renderer: Renderer) -> UOp:
+  """Every vector load and store expand made, in the widths `renderer` has (`vector_width`): one it lacks is split into
+  the widest it has that divides it, or into single elements."""
+  return graph_rewrite(kernel, pm_devectorize, ctx=renderer)
 
 def isel(root: UOp, native: frozenset[Ops] = frozenset()) -> UOp:
   """Rewrite every decomposed op (GroupOp.Decomposed) not in `native` into primitives (GroupOp.ALU ops, CAST, BITCAST,

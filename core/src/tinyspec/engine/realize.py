@@ -28,7 +28,7 @@ from tinyspec.dtype import DType, PtrDType, dtypes
 from tinyspec.engine import multi
 from tinyspec.engine.callify import callify, inline, inline_calls, outside_bodies, resolve_calls
 from tinyspec.engine.expand import expand
-from tinyspec.engine.isel import isel
+from tinyspec.engine.isel import devectorize, isel
 from tinyspec.engine.linearize import linearize
 from tinyspec.engine.memplan import memory_plan
 from tinyspec.engine.optimize import describe_axes, is_gpu, optimize
@@ -146,7 +146,7 @@ def compile_kernel(ast: UOp, device: str) -> CompiledKernel:
   name = kernel_name(ast)
   if DEBUG() >= 2: print(f"    {name} on {device}: {describe_axes(ast)}")
   ast = expand(ast); _show("expand", ast)
-  ast = isel(ast, rt.renderer.native); _show("isel", ast)
+  ast = isel(devectorize(ast, rt.renderer), rt.renderer.native); _show("isel", ast)
   linear = linearize(ast); _show("linearize", linear)
   src = rt.renderer.render(name, linear)
   if DEBUG() >= 3: print(render_listing(linear))

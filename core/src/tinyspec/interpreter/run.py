@@ -6,6 +6,7 @@ the loop, a register written without being an accumulation, a buffer both read a
 product accumulated across it (every step rounds, so the loop's order is the result's). Those loops run one iteration
 at a time. An accumulation `acc = acc <op> x` inside vectorised loops reduces x over the loops' axes at once.
 A loop nest bigger than LANES iterations runs its loops in chunks, which keeps memory bounded.
+A vector value (a LOAD through INDEX(buf, lanes(i, n)), a STACK of lanes) has one more axis, in front: its lanes.
 GPU-style programs run in lockstep over SPECIAL gidx/lidx axes: LOCAL memory is one array per workgroup, and a BARRIER
 needs no action because every lane finishes each instruction before the next begins."""
 from __future__ import annotations
@@ -18,7 +19,7 @@ import numpy as np
 from tinyspec.dtype import AddrSpace, bf16_from_bits, bf16_to_bits, dtypes
 from tinyspec.interpreter.alu import bitcast, held, np_dtype, run_alu
 from tinyspec.uop.ops import GroupOp, Ops
-from tinyspec.uop.spec import buffer_of, is_register, register_update
+from tinyspec.uop.spec import buffer_of, is_register, reads_lane, register_update
 from tinyspec.uop.uop import UOp
 
 LANES = 1 << 20  # the most iterations a vectorised loop nest runs at once
@@ -157,10 +158,12 @@ class Interpreter:
         else:
           groups = {self.axis[s]: self._scalar(s.src[0]) for s in self.axis if s.op is Ops.SPECIAL and s.arg.startswith("g")}
           env[u] = _Local(size, np_dtype(u.dtype), groups, self.ndim, f"{self.name}: local buffer {u.arg[0]}")
+      elif op is Ops.INDEX and reads_lane(u): env[u] = env[u.src[0]][u.src[1].arg[0]]
       elif op is Ops.INDEX: env[u] = (env[buffer_of(u)], env[u.src[1]])
       elif op is Ops.AFTER: env[u] = env[u.src[0]]
       elif op is Ops.LOAD: env[u] = self._load(u, mask)
       elif op is Ops.STORE: self._store(u, mask)
+      elif op is Ops.STACK and u.src: env[u] = np.stack(np.broadcast_arrays(*(env[s] for s in u.src)))
       elif op is Ops.STACK or op in _NOTHING: pass
       elif op in GroupOp.Elementwise: env[u] = run_alu(op, u.dtype, *(env[s] for s in u.src))
       elif op is Ops.BITCAST: env[u] = bitcast(env[u.src[0]], u.src[0].dtype, u.dtype)

@@ -12,7 +12,7 @@ from tinyspec.device.compiler import Compiler
 from tinyspec.device.memory import HostAllocator, buffer_np_dtype
 from tinyspec.device.runtime import Program, Runtime
 from tinyspec.interpreter.run import Interpreter
-from tinyspec.renderer import Renderer
+from tinyspec.renderer import STORABLE, Renderer
 from tinyspec.uop.ops import Ops
 from tinyspec.uop.uop import UOp
 from tinyspec.viz import render_listing
@@ -28,6 +28,8 @@ class PythonRenderer(Renderer):
   has_local, has_shared = True, True
   local_max, shared_max = (1024, 1024, 64), 48 * 1024
   max_upcast = 1  # no upcasts: the interpreter vectorises every loop with numpy, and copies would only add numpy calls
+  # vectors of any dtype and width run (an axis more in numpy): opts that upcast (the conformance suite's) are checked here
+  vector_widths, vector_dtypes = (1, 2, 4, 8, 16, 32), frozenset(STORABLE)
   def render(self, name: str, linear: UOp) -> str:
     listing = "\n".join("# " + line for line in render_listing(linear).splitlines())
     return f"# kernel {name}\n{listing}\n{_PAYLOAD}{base64.b64encode(pickle.dumps((name, linear))).decode()}\n"

@@ -11,7 +11,7 @@ from tinyspec.dtype import ALL, DType, dtypes
 from tinyspec.uop.ops import GroupOp, Ops
 from tinyspec.uop.uop import UOp
 
-_STORABLE = frozenset(ALL) - {dtypes.index, dtypes.void}
+STORABLE = frozenset(ALL) - {dtypes.index, dtypes.void}
 
 @dataclass(frozen=True)
 class TensorCore:
@@ -70,14 +70,20 @@ class Renderer:
   runs a workgroup's lanes one after another (OpenCL on a CPU) wants few."""
   tensor_cores: tuple[TensorCore, ...] = ()
   """The matrix instructions this device has, one entry per shape and dtype combination; empty when there are none."""
-  dtypes: frozenset[DType] = _STORABLE
+  dtypes: frozenset[DType] = STORABLE
   """Scalar dtypes this renderer can load, store and compute in; kernels using others are refused before rendering."""
   threads: int = 1
   """How many threads one kernel may run on at once (its THREAD axis split over them); 1 runs each kernel on one thread.
   A renderer may set it per instance (from the core count, or an environment override)."""
   vector_widths: tuple[int, ...] = (1,)
-  """The vector lengths, in float32 elements, the device computes in (the vector types it emits, or the SIMD widths its
-  compiler vectorizes to); (1,) for a scalar target. The optimizer upcasts an output axis by the widest."""
+  """The vector lengths, in elements, the device loads and stores at once (its vector types, or its SIMD widths); (1,)
+  for a scalar target. Expand makes an UPCAST or UNROLL range that walks memory contiguously one vector access;
+  instruction selection splits it into the widest of these that divides it. The optimizer upcasts by the widest."""
+  vector_dtypes: frozenset[DType] = frozenset()
+  """The dtypes whose vectors (`vector_widths`) the renderer loads, stores and reads lanes of; others stay scalar."""
+  vector_aligned: bool = False
+  """Whether a vector access needs an address that is a multiple of its size (CUDA's float4): it is then used only where
+  the index provably is one."""
 
   def __init_subclass__(cls, **kwargs):
     super().__init_subclass__(**kwargs)
@@ -85,8 +91,9 @@ class Renderer:
     if not isinstance(cls.native, frozenset) or not cls.native <= GroupOp.Decomposed:
       bad = sorted(o.name for o in cls.native - GroupOp.Decomposed) if isinstance(cls.native, frozenset) else cls.native
       raise TypeError(f"{cls.__name__}.native must be a frozenset of GroupOp.Decomposed ops, got {bad!r} outside it")
-    if not isinstance(cls.dtypes, frozenset) or not all(isinstance(d, DType) and d.count == 1 for d in cls.dtypes):
-      raise TypeError(f"{cls.__name__}.dtypes must be a frozenset of scalar DTypes, got {cls.dtypes!r}")
+    for name in ("dtypes", "vector_dtypes"):
+      if not isinstance(got := getattr(cls, name), frozenset) or not all(isinstance(d, DType) and d.count == 1 for d in got):
+        raise TypeError(f"{cls.__name__}.{name} must be a frozenset of scalar DTypes, got {got!r}")
     if cls.local_max is not None and not cls.has_local: raise TypeError(f"{cls.__name__} sets local_max but has_local is False")
     widths = cls.vector_widths
     if not isinstance(widths, tuple) or not widths or not all(type(n) is int and n >= 1 for n in (cls.threads, *widths)):

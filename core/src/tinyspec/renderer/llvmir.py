@@ -5,6 +5,8 @@ A kernel becomes one function, `void @name(ptr noalias %data0, ..., i64 %var...)
   - buffer PARAMs are pointers (slot order), then the integer variables as i64 (sorted by name, as `vals` come);
   - RANGE/END are loops of basic blocks with a phi for the counter; IF/ENDIF a conditional block; a gated LOAD a branch
     around the load (so it never touches memory the gate excludes) joined by a phi;
+  - a vector (what expand makes of an UPCAST range over consecutive elements) is `<n x T>`: one load or store at its
+    first element's address, `extractelement` for a lane, `insertelement` to build one from lanes;
   - REG buffers (accumulators) are allocas in the entry block, which LLVM turns into registers;
   - index arithmetic is i64; bool is i1 in registers and i8 in memory; bfloat16 is held in float registers, rounded to
     bfloat16 after every op, and kept as its 16 bits in memory, so no runtime library call is ever needed.
@@ -29,10 +31,10 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from tinyspec.dtype import AddrSpace, DType, bf16_round, dtypes, finite_max
+from tinyspec.dtype import ALL, AddrSpace, DType, bf16_round, dtypes, finite_max
 from tinyspec.renderer import Renderer
 from tinyspec.uop.ops import AxisType, Ops
-from tinyspec.uop.spec import buffer_of, is_register, register_update
+from tinyspec.uop.spec import buffer_of, is_register, reads_lane, register_update, vector_index
 from tinyspec.uop.uop import UOp
 
 _REG = {dtypes.bool: "i1", dtypes.int8: "i8", dtypes.uint8: "i8", dtypes.int16: "i16", dtypes.uint16: "i16", dtypes.int32: "i32",
@@ -43,7 +45,7 @@ _SUFFIX = {"half": "f16", "float": "f32", "double": "f64"}
 _FCMP = {Ops.CMPLT: "olt", Ops.CMPNE: "une", Ops.CMPGT: "ogt", Ops.CMPGE: "oge", Ops.CMPLE: "ole", Ops.CMPEQ: "oeq"}  # numpy's: nan is unordered
 _ICMP = {Ops.CMPLT: "lt", Ops.CMPNE: "ne", Ops.CMPGT: "gt", Ops.CMPGE: "ge", Ops.CMPLE: "le", Ops.CMPEQ: "eq"}
 _SPLITTABLE = (AxisType.LOOP, AxisType.GLOBAL, AxisType.THREAD)  # output axes: iterations write disjoint memory
-_NOTHING = (Ops.STACK, Ops.GROUP, Ops.SINK)
+_NOTHING = (Ops.GROUP, Ops.SINK)
 
 def _isf(dt: DType) -> bool: return dtypes.is_float(dt)
 def _signed(dt: DType) -> bool: return dtypes.is_int(dt) and not dtypes.is_unsigned(dt)
@@ -143,6 +145,9 @@ class LLVMRenderer(Renderer):
   """LINEAR programs as LLVM IR functions (see the module docstring). A device subclass sets `device`; with `threads` > 1
   kernels take (core_id, core_count) and run only their share of the outermost loop."""
   native = frozenset({Ops.NEG, Ops.SUB, Ops.DIV, Ops.CMPGT, Ops.CMPGE, Ops.CMPLE, Ops.CMPEQ, Ops.NOT, Ops.SQRT, Ops.MULACC})
+  # LLVM legalizes a vector of any width to the target's registers; bool and bfloat16 differ in memory and in registers
+  vector_widths = (1, 2, 4, 8, 16)
+  vector_dtypes = frozenset(ALL) - {dtypes.bool, dtypes.bfloat16, dtypes.index, dtypes.void}
   split_min_work: int = 0
   """Kernels with fewer innermost iterations than this are rendered whole, without (core_id, core_count), even with
   `threads` > 1: splitting them would cost more than it saves."""
@@ -229,7 +234,7 @@ class _Function:
     for i, p in enumerate(variables):
       self.val[p] = f"%var{i}" if _REG[p.dtype] == "i64" else self.emit(f"trunc i64 %var{i} to {_REG[p.dtype]}")
     for u in self.prog:
-      if u.op is Ops.PARAM: continue
+      if u.op is Ops.PARAM or (u.dtype is dtypes.index and u.shape): continue  # an index vector is only a vector's address
       if (fn := _RENDER.get(u.op)) is None: raise NotImplementedError(f"LLVM render of {self.name}: {u.op.name} is not supported")
       if (out := fn(self, u)) is not None: self.val[u] = out
     info = KernelInfo(tuple(p.dtype.name for p in bufs), tuple(p.arg[0] for p in variables),
@@ -251,9 +256,20 @@ def _buffer(f: _Function, u: UOp) -> str:
   f.allocas.append(f"  %acc{u.arg[0]} = alloca {array}{space}")
   return f"%acc{u.arg[0]}"
 
+def _vec(u: UOp, types: dict[DType, str] = _REG) -> str:
+  """The type of value u: `<n x float>` for a vector of n lanes, else its scalar's."""
+  return f"<{u.shape[0]} x {types[u.dtype.scalar()]}>" if u.shape else types[u.dtype.scalar()]
+
 def _index(f: _Function, u: UOp) -> str:
-  base = buffer_of(u.src[0])
-  return f.emit(f"getelementptr inbounds {_MEM[base.dtype.scalar()]}, {f.ptr(base)} {f.op(base)}, i64 {f.op(u.src[1])}")
+  if reads_lane(u): return f.emit(f"extractelement {_vec(u.src[0])} {f.op(u.src[0])}, i32 {u.src[1].arg[0]}")
+  base, (at, _) = buffer_of(u.src[0]), vector_index(u.src[1]) or (u.src[1], 1)  # a vector's address is its first element's
+  return f.emit(f"getelementptr inbounds {_MEM[base.dtype.scalar()]}, {f.ptr(base)} {f.op(base)}, i64 {f.op(at)}")
+
+def _stack(f: _Function, u: UOp) -> str | None:
+  if u.dtype is dtypes.index: return None  # a shape, or the lanes of a vector's address: nothing to compute
+  v = "poison"
+  for j, s in enumerate(u.src): v = f.emit(f"insertelement {_vec(u)} {v}, {_REG[s.dtype.scalar()]} {f.op(s)}, i32 {j}")
+  return v
 
 def _special(f: _Function, u: UOp) -> str:
   fn = f.intrinsic(f.r.special(u.arg), "i32")
@@ -290,6 +306,7 @@ def _guarded(f: _Function, gate: str, what) -> tuple[str | None, str, str]:
 
 def _load(f: _Function, u: UOp) -> str:
   dt, pty = u.dtype.scalar(), f.ptr(u.src[0])
+  if u.shape: return f.emit(f"load {_vec(u, _MEM)}, {pty} {f.op(u.src[0])}, align {dt.itemsize}")  # a vector (never gated)
   if len(u.src) < 3: return _load_value(f, dt, f.op(u.src[0]), pty)
   # a gated load reads memory only where the gate holds (the address may be out of bounds elsewhere), else it is alt
   ptr, alt = f.op(u.src[0]), f.op(u.src[1])
@@ -298,7 +315,8 @@ def _load(f: _Function, u: UOp) -> str:
 
 def _store(f: _Function, u: UOp) -> None:
   dt, ptr, v, pty = u.src[1].dtype.scalar(), f.op(u.src[0]), f.op(u.src[1]), f.ptr(u.src[0])
-  if len(u.src) < 3: _store_value(f, dt, ptr, v, pty)
+  if u.src[1].shape: f.lines.append(f"  store {_vec(u.src[1], _MEM)} {v}, {pty} {ptr}, align {dt.itemsize}")
+  elif len(u.src) < 3: _store_value(f, dt, ptr, v, pty)
   else: _guarded(f, f.op(u.src[2]), lambda: _store_value(f, dt, ptr, v, pty))
 
 def _range(f: _Function, u: UOp) -> str:
@@ -530,7 +548,7 @@ def _int_alu(f: _Function, u: UOp, t: str, s: list[str]) -> str:
 _RENDER = {
   Ops.CONST: lambda f, u: None, Ops.BUFFER: _buffer, Ops.INDEX: _index, Ops.LOAD: _load, Ops.STORE: _store,
   Ops.RANGE: _range, Ops.END: _end, Ops.IF: _if, Ops.ENDIF: _endif, Ops.AFTER: lambda f, u: f.val.get(u.src[0]),
-  Ops.SPECIAL: _special, Ops.BARRIER: _barrier,
+  Ops.SPECIAL: _special, Ops.BARRIER: _barrier, Ops.STACK: _stack,
   **{op: (lambda f, u: None) for op in _NOTHING},
   **{op: _alu for op in (Ops.RECIP, Ops.TRUNC, Ops.CAST, Ops.BITCAST, Ops.ADD, Ops.MUL, Ops.MAX, Ops.MOD, Ops.IDIV, Ops.CMPLT, Ops.CMPNE,
                          Ops.XOR, Ops.OR, Ops.AND, Ops.SHR, Ops.SHL, Ops.WHERE, *LLVMRenderer.native)},

@@ -81,6 +81,22 @@ def buffer_of(address: UOp) -> UOp:
   while address.op in (Ops.AFTER, Ops.INDEX): address = address.src[0]
   return address
 
+def reads_lane(u: UOp) -> bool:
+  """Whether INDEX u picks one lane of a vector value (what expand makes of an UPCAST or UNROLL range) rather than
+  addressing memory: INDEX(vector, CONST j) is the vector's element j."""
+  return u.op is Ops.INDEX and buffer_of(u).op not in (Ops.PARAM, Ops.BUFFER)
+
+def lanes(base: UOp, n: int) -> UOp:
+  """The index of n consecutive elements from `base`: base + STACK(0, 1, ..., n-1), shaped (n,). A LOAD through
+  INDEX(buf, lanes(i, 4)) reads a vector of four elements at once; a STORE through it writes one."""
+  return base + UOp(Ops.STACK, tuple(UOp.const(j) for j in range(n)))
+
+def vector_index(idx: UOp) -> tuple[UOp, int] | None:
+  """(base, n) when the index `idx` is lanes(base, n), else None."""
+  if idx.op is not Ops.ADD or (offsets := idx.src[1]).op is not Ops.STACK or idx.src[0].shape: return None
+  if not all(s.op is Ops.CONST and s.arg[0] == j for j, s in enumerate(offsets.src)): return None
+  return idx.src[0], len(offsets.src)
+
 def is_register(address: UOp) -> bool:
   """Whether an address (or a buffer) is in REG memory: an accumulator or another private register."""
   return (b := buffer_of(address)).op is Ops.BUFFER and b.addrspace is AddrSpace.REG
@@ -245,7 +261,10 @@ _KERNEL_ONLY: list[Rule] = [
 ]
 _KERNEL_AND_LINEAR: list[Rule] = [
   (KERNEL_MOVEMENT_BANNED, _never, "is a movement op: after rangeify only INDEX addresses memory"),
-  (_ops(Ops.STACK), lambda u, g: u.dtype is dtypes.index, "a STACK here may only spell a shape (index dtype), got {dtype}"),
+  # expand makes vectors: STACKs of scalar lanes, INDEX(buf, lanes(i, n)) addresses n elements, INDEX(vector, CONST) a lane
+  (_ops(Ops.STACK), lambda u, g: all(s.shape == () for s in u.src), "a STACK here joins scalars (a shape, or a vector's lanes)"),
+  (_ops(Ops.INDEX), lambda u, g: not reads_lane(u) or (len(u.src) == 2 and u.src[1].op is Ops.CONST),
+   "reads a vector's lane: the index must be one CONST, got {srcs}"),
   (_ops(Ops.BITCAST), lambda u, g: u.arg.itemsize == u.src[0].dtype.itemsize, "reinterprets a scalar here: itemsizes must match, got {dts} -> {arg}"),
 ]
 

@@ -44,7 +44,8 @@ def _plus1(c: UOp) -> UOp: return UOp.const(c.arg[0] + 1, c.dtype)
 
 def _divides(d: UOp, k: UOp) -> bool: return d.arg[0] > 0 and k.arg[0] % d.arg[0] == 0
 
-def _sum_terms(u: UOp) -> list[UOp]:
+def sum_terms(u: UOp) -> list[UOp]:
+  """The summands of a tree of ADDs: (a + b) + c is [a, b, c] (in no promised order)."""
   terms, stack = [], [u]
   while stack:
     n = stack.pop()
@@ -61,7 +62,7 @@ def _div_split(num: UOp, c: UOp) -> UOp | None:
   d = c.arg[0]
   if d <= 0 or not _no_wrap(num): return None
   quo, rest = [], []
-  for t in _sum_terms(num):
+  for t in sum_terms(num):
     base, k = _term(t)
     if base.op is Ops.CONST: k, base = base.arg[0], UOp.const(1, t.dtype)
     (quo if k % d == 0 else rest).append(_times(base, k // d) if k % d == 0 else t)
@@ -72,7 +73,7 @@ def _mod_split(num: UOp, c: UOp) -> UOp | None:
   """(q*c + r) % c -> r % c: drop every term whose coefficient c divides."""
   d = c.arg[0]
   if d <= 0 or not _no_wrap(num): return None
-  terms = _sum_terms(num)
+  terms = sum_terms(num)
   rest = [t for t in terms if _term(t)[1] % d != 0 and not (t.op is Ops.CONST and t.arg[0] % d == 0)]
   return (_sum(rest) % c if rest else UOp.const(0, num.dtype)) if len(rest) < len(terms) else None
 
