@@ -13,9 +13,12 @@ import numpy as np
 import pytest
 from tinyspec.conformance.builders import ZERO, after, barrier, f32, i32, load, local, lower, param, seed003_add, special, store
 from tinyspec.dtype import dtypes
+from tinyspec.engine.expand import expand
+from tinyspec.engine.isel import devectorize, isel
+from tinyspec.engine.linearize import linearize
 from tinyspec.interpreter.run import Interpreter
 from tinyspec.renderer.cstyle import CStyleRenderer
-from tinyspec.uop import Ops, UOp
+from tinyspec.uop import AxisType, Ops, UOp
 
 C99 = {dtypes.bool: "_Bool", dtypes.int8: "int8_t", dtypes.uint8: "uint8_t", dtypes.int16: "int16_t", dtypes.uint16: "uint16_t",
        dtypes.int32: "int32_t", dtypes.uint32: "uint32_t", dtypes.int64: "int64_t", dtypes.uint64: "uint64_t", dtypes.index: "int64_t",
@@ -33,6 +36,7 @@ class GPU(CStyleRenderer):
   has_local = has_shared = True
   barrier = "sync();"
   specials = {"gidx": "group.{xyz}", "lidx": "lane({d})"}
+  vector_widths, vector_dtypes = (1, 2, 4), frozenset({dtypes.float32, dtypes.int32})
   def render_bitcast(self, x, src, dst): return f"as<{self.render_dtype(dst)}>({x})"
 
 def test_seed_003_seed003_add():
@@ -100,7 +104,19 @@ def test_vectors():
   assert GPU().render_dtype(dtypes.float32.vec(4)) == "float4" and GPU().render_vectorize(["a", "b"], dtypes.int32.vec(2)) == "(int2)(a, b)"
   src = GPU().render("k", UOp(Ops.LINEAR, (param(1, 4, f32), ZERO, param(1, 4, f32).index(ZERO), a, vec, vec + vec)))
   assert "float4 v4 = (float4)(v3, v3, v3, v3);" in src and "float4 v5 = (float4)(v4 + v4);" in src, src
-  with pytest.raises(NotImplementedError, match="C has no vector types"): C().render_dtype(dtypes.float32.vec(4))
+  with pytest.raises(NotImplementedError, match="C has no vector type for"): C().render_dtype(dtypes.float32.vec(4))
+
+def test_vector_load_lane_and_store():
+  i = UOp.range(2, 0, AxisType.UPCAST)
+  # an UPCAST range over consecutive elements: one vector load and one vector store, the copies reading its lanes
+  kernel = UOp.sink(UOp(Ops.END, (UOp(Ops.STORE, (param(0, 4, f32).index(i), load(param(1, 4, f32), i) * 2.0)), i)))
+  src = GPU().render("k", linearize(isel(devectorize(expand(kernel), GPU()))))
+  assert re.search(r"float2 (v\d+) = \*\(\(global float2\*\)\(data1 \+ 0\)\);", src), src
+  assert re.search(r"float v\d+ = \(float\)\(v\d+\.x \* 2\.0f\);", src) and ".y * 2.0f" in src, src
+  assert re.search(r"\*\(\(global float2\*\)\(data0 \+ 0\)\) = v\d+;", src), src
+  # plain C has no vectors: the same kernel is split into single elements by isel
+  c_src = C().render("k", linearize(isel(devectorize(expand(kernel), C()))))
+  assert "float2" not in c_src and "data1[0]" in c_src and "data1[1]" in c_src and "data0[1] = " in c_src, c_src
 
 def test_hooks_for_memory_access():
   class Tagged(C):

@@ -101,7 +101,7 @@ def vector_width(renderer: Renderer, dt: DType, n: int, base: UOp) -> int:
 
 def _pieces(buf: UOp, base: UOp, n: int, w: int) -> list[UOp]:
   """The addresses of n consecutive elements from `base` in vectors of w (w == 1: single elements)."""
-  def at(k: int) -> UOp: return base if k == 0 else base + k
+  def at(k: int) -> UOp: return base if k == 0 else UOp.const(base.arg[0] + k) if base.op is Ops.CONST else base + k
   return [buf.index(lanes(at(c * w), w) if w > 1 else at(c)) for c in range(n // w)]
 
 def _narrow_load(ctx: Renderer, ld: UOp) -> UOp | None:

@@ -252,8 +252,9 @@ def _retype(kernel: UOp, old: AxisType, new: AxisType) -> UOp:
 def gpu_opts(kernel: UOp, renderer: Renderer) -> list[Opt]:
   """Opts for a GPU kernel, whose output axes start GLOBAL: a small output over a long reduction splits the reduction over
   a workgroup (GROUP_REDUCE, partial sums in LOCAL memory). Otherwise a reduction whose inputs are reused across outputs
-  gets a register tile per lane (`register_tile` within `max_upcast`: 4x8 for the default 32, 16x8 for 128), and the
-  output's innermost axis left gets a LOCAL part, so neighbouring lanes of a workgroup touch neighbouring memory."""
+  gets a register tile per lane (`register_tile` within `max_upcast`: 4x8 for the default 32, 16x8 for 128); an
+  elementwise kernel gets its contiguous output axis upcast to vectors (`vector_upcast`). The output's innermost axis
+  left gets a LOCAL part, so neighbouring lanes of a workgroup touch neighbouring memory."""
   rngs = axes(kernel)
   sized = [r for r in rngs if (r.size or 0) > 1]
   glob, red = [r for r in sized if r.axis_type is AxisType.GLOBAL], [r for r in sized if r.axis_type is AxisType.REDUCE]
@@ -264,10 +265,25 @@ def gpu_opts(kernel: UOp, renderer: Renderer) -> list[Opt]:
     if (f := _factor(red[-1].size, min(lanes, renderer.group_lanes))) > 1:
       return [Opt(OptOps.SPLIT, rngs.index(red[-1]), (f, AxisType.GROUP_REDUCE, False))]
   opts = register_tile(kernel, min(16, max(4, renderer.max_upcast // 8)), renderer.max_upcast) if outputs >= 4096 else []
+  if not opts and not red and outputs >= 4096: opts = vector_upcast(kernel, renderer)  # elementwise: float4 loads and stores
   rngs = axes(apply_opts(kernel, opts)) if opts else rngs
   glob = [r for r in rngs if r.axis_type is AxisType.GLOBAL and (r.size or 0) > 1]
   if glob and (f := _factor(glob[-1].size, min(lanes, 64))) > 1: opts.append(Opt(OptOps.SPLIT, rngs.index(glob[-1]), (f, AxisType.LOCAL, False)))
   return opts
+
+GPU_VECTOR = 4  # the width a GPU lane's elementwise loads and stores get: float4, 16 bytes, the widest most GPUs load at once
+
+def vector_upcast(kernel: UOp, renderer: Renderer) -> list[Opt]:
+  """An UPCAST, by the renderer's float32 vector width up to GPU_VECTOR, of the output axis the kernel's store is contiguous
+  along, so each lane reads and writes vectors (float4) instead of single elements."""
+  width = max((w for w in renderer.vector_widths if w <= GPU_VECTOR), default=1) if dtypes.float32 in renderer.vector_dtypes else 1
+  stores = [u.src[0] for u in kernel.toposort() if u.op is Ops.STORE and u.src[0].op is Ops.INDEX]
+  if width < 2 or len(stores) != 1: return []
+  rngs = axes(kernel)
+  for r in reversed(rngs):
+    if r.axis_type is AxisType.GLOBAL and (r.size or 0) % width == 0 and _stride(stores[0].src[1], r, rngs) == 1:
+      return [Opt(OptOps.SPLIT, rngs.index(r), (width, AxisType.UPCAST, False))]
+  return []
 
 def _dims(ranges: list[UOp], limits: tuple[int, ...], what: str) -> list[list[UOp]]:
   """Ranges (outermost first) grouped into at most 3 launch dimensions within `limits`, innermost range in dimension 0:

@@ -31,7 +31,7 @@ import numpy as np
 from tinyspec.dtype import FLOATS, SINTS, AddrSpace, DType, bf16_round, dtypes
 from tinyspec.renderer import Renderer
 from tinyspec.uop.ops import Ops
-from tinyspec.uop.spec import buffer_of
+from tinyspec.uop.spec import buffer_of, reads_lane, vector_index
 from tinyspec.uop.uop import UOp
 
 _INFIX = {Ops.ADD: "+", Ops.MUL: "*", Ops.XOR: "^", Ops.OR: "|", Ops.AND: "&", Ops.SUB: "-", Ops.DIV: "/"}
@@ -74,11 +74,14 @@ class CStyleRenderer(Renderer):
     int64_suffix       suffixes of 64-bit integer literals: ("ll", "ull") for C and CUDA, ("L", "UL") for OpenCL
     wrap_signed        compute signed 32/64-bit ADD, SUB and MUL in unsigned types, so overflow wraps (as tinyspec's integers do)
                        where the compiler treats it as undefined; False where the compiler wraps anyway (C with -fwrapv)
-    vectors            whether dtypes with count > 1 (and STACKs of values) render as the dialect's vector types
+
+  Vectors (what expand makes of an UPCAST range over consecutive elements) exist for the renderer's `vector_dtypes` and
+  `vector_widths` (none by default: plain C has no vector types).
 
   Methods to override for larger differences (each documented below): `render_bitcast`, `render_float`, `vector_type`,
-  `render_vectorize`, `render_load`, `render_store`, `render_atomic_add`, `render_special`, `helpers`, `render_prelude`,
-  `render_params`, `buffer_param`, `var_param`, `render_kernel`, and `render_alu` for an op whose C form differs.
+  `render_vectorize`, `render_lane`, `render_load`, `render_store`, `render_vector_load`, `render_vector_store`,
+  `render_atomic_add`, `render_special`, `helpers`, `render_prelude`, `render_params`, `buffer_param`, `var_param`,
+  `render_kernel`, and `render_alu` for an op whose C form differs.
   """
   type_map: dict[DType, str] = {}
   kernel_prefix: str = ""
@@ -93,7 +96,6 @@ class CStyleRenderer(Renderer):
   infinity, nan = "INFINITY", "NAN"
   int64_suffix: tuple[str, str] = ("ll", "ull")
   wrap_signed: bool = True
-  vectors: bool = True
 
   # *** types and constants ***
 
@@ -105,12 +107,16 @@ class CStyleRenderer(Renderer):
 
   def vector_type(self, dt: DType) -> str:
     """The type of a vector dtype: the scalar's name and the count ("float4"), as OpenCL, CUDA and Metal spell it."""
-    if not self.vectors: raise NotImplementedError(f"{type(self).__name__} has no vector types ({dt!r})")
+    if dt.scalar() not in self.vector_dtypes: raise NotImplementedError(f"{type(self).__name__} has no vector type for {dt!r}")
     return f"{self.render_dtype(dt.scalar())}{dt.count}"
 
   def render_vectorize(self, values: list[str], dt: DType) -> str:
     """A vector of dtype `dt` built from scalar expressions: OpenCL's `(float4)(a, b, c, d)`."""
     return f"({self.render_dtype(dt)})({', '.join(values)})"
+
+  def render_lane(self, vec: str, j: int, n: int) -> str:
+    """Lane j of the vector expression `vec` of n lanes: `.x` to `.w`, and OpenCL's `.s0` to `.sf` past four."""
+    return f"{vec}.{'xyzw'[j]}" if n <= 4 else f"{vec}.s{j:x}"
 
   def render_float(self, value: float, dt: DType) -> str:
     """A finite float CONST of dtype `dt`. It is rounded to `dt` here, once, as numpy rounds a Python float: float64 is
@@ -150,6 +156,15 @@ class CStyleRenderer(Renderer):
   def render_store(self, buf: str, idx: str, space: AddrSpace, val: str, dt: DType) -> str:
     """The statement that writes `val` to element `idx` of buffer `buf` (of `dt` elements, in memory `space`)."""
     return f"{buf}[{idx}] = {val};"
+
+  def render_vector_load(self, buf: str, idx: str, space: AddrSpace, dt: DType) -> str:
+    """The expression that reads the vector of dtype `dt` (a count > 1) at elements idx, idx+1, ... of buffer `buf`: a
+    pointer cast, `*((float4*)(data1 + v7))`. OpenCL's vloadN and Metal's packed types override it."""
+    return f"*(({self.buffer_prefix}{self.render_dtype(dt)}*)({buf} + {idx}))"
+
+  def render_vector_store(self, buf: str, idx: str, space: AddrSpace, val: str, dt: DType) -> str:
+    """The statement that writes the vector `val` of dtype `dt` to elements idx, idx+1, ... of buffer `buf`."""
+    return f"{self.render_vector_load(buf, idx, space, dt)} = {val};"
 
   def render_special(self, name: str) -> str:
     """The expression of SPECIAL `name` ("gidx0", "lidx2"), from `specials`."""
@@ -276,8 +291,8 @@ class CStyleRenderer(Renderer):
     def access(idx: UOp) -> tuple[str, str, AddrSpace]:  # (buffer, index, memory) of the element an INDEX (maybe under AFTERs) names
       while idx.op is Ops.AFTER: idx = idx.src[0]
       if idx.op is not Ops.INDEX or len(idx.src) != 2: raise NotImplementedError(f"{type(self).__name__}: memory access through {idx.op.name}")
-      b = buffer_of(idx)
-      return expr[idx.src[0]], expr[idx.src[1]], AddrSpace.GLOBAL if b.op is Ops.PARAM else b.arg[3]
+      b, (at, _) = buffer_of(idx), vector_index(idx.src[1]) or (idx.src[1], 1)  # a vector's address is its first element's
+      return expr[idx.src[0]], expr[at], AddrSpace.GLOBAL if b.op is Ops.PARAM else b.arg[3]
     def define(i: int, u: UOp, value: str):  # a new variable holding instruction i's value
       expr[u] = f"v{i}"
       emit(f"{self.render_dtype(self._vdtype(u))} v{i} = {value};")
@@ -286,7 +301,7 @@ class CStyleRenderer(Renderer):
       op = u.op
       if u.dtype not in (dtypes.void, dtypes.index): used.add(u.dtype.scalar())
       if op is Ops.CONST: expr[u] = self.render_const(u.arg[0], u.dtype)
-      elif op is Ops.STACK and u.dtype is dtypes.index: pass  # a shape spelled as a vector of sizes: nothing to run
+      elif u.dtype is dtypes.index and u.shape: pass  # a shape, or a vector's address (its lanes): nothing to run
       elif op is Ops.STACK: define(i, u, self.render_vectorize([expr[s] for s in u.src], u.dtype.vec(len(u.src))))
       elif op is Ops.PARAM and isinstance(u.arg[0], str):  # an integer variable of the kernel, passed by value
         if not u.arg[0].isidentifier(): raise NotImplementedError(f"variable name {u.arg[0]!r} is not a C identifier")
@@ -306,12 +321,15 @@ class CStyleRenderer(Renderer):
         emit(f"{self.render_dtype(dtypes.index)} {u.arg} = {self.render_special(u.arg)}; /* {expr[u.src[0]]} */")
         if u.arg.startswith("lidx") and u.size is not None: local_size[int(u.arg[4:])] = u.size
       elif op is Ops.AFTER: expr[u] = expr[u.src[0]]  # ordering only: statements run in the order written
+      elif op is Ops.INDEX and reads_lane(u): expr[u] = self.render_lane(expr[u.src[0]], u.src[1].arg[0], u.src[0].shape[0])
       elif op is Ops.INDEX:
         if len(u.src) != 2: raise NotImplementedError(f"INDEX with {len(u.src) - 1} indices (the pipeline makes flat ones)")
-        expr[u] = f"{expr[u.src[0]]}[{expr[u.src[1]]}]"
+        if not u.src[1].shape: expr[u] = f"{expr[u.src[0]]}[{expr[u.src[1]]}]"  # (a vector's address is only read by access)
+      elif op is Ops.LOAD and u.shape: define(i, u, self.render_vector_load(*access(u.src[0]), self._vdtype(u)))  # never gated
       elif op is Ops.LOAD:  # a gated load reads memory only where the gate holds, and is alt elsewhere
         val = self.render_load(*access(u.src[0]), u.dtype)
         define(i, u, val if len(u.src) == 1 else f"({expr[u.src[2]]} ? {val} : {expr[u.src[1]]})")
+      elif op is Ops.STORE and u.src[1].shape: emit(self.render_vector_store(*access(u.src[0]), expr[u.src[1]], self._vdtype(u.src[1])))
       elif op is Ops.STORE:
         emit(("" if len(u.src) == 2 else f"if ({expr[u.src[2]]}) ") + self.render_store(*access(u.src[0]), expr[u.src[1]], u.src[1].dtype))
       elif op is Ops.ATOMICADD: emit(self.render_atomic_add(expr[u.src[0]], expr[u.src[1]], u.src[1].dtype))

@@ -39,7 +39,6 @@ class CRenderer(CStyleRenderer):
   prelude = "#include <math.h>\n#include <stdint.h>\n"
   math_suffix = {dtypes.float32: "f"}  # sqrtf for float (and half, computed in float), sqrt for double
   wrap_signed = False  # the compiler runs with -fwrapv (runtime.py): signed overflow wraps already
-  vectors = False      # plain C99 has no vector types
   dtypes = frozenset(CTYPES) - {dtypes.index}  # (after the lines above: this name hides the dtypes module in the class body)
 
   def __init__(self, float16: bool = True):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 
-from tinyspec.dtype import DType, bf16_round, dtypes
+from tinyspec.dtype import AddrSpace, DType, bf16_round, dtypes
 from tinyspec.renderer import TensorCore
 from tinyspec.renderer.cstyle import CKernel, CStyleRenderer
 from tinyspec.uop import Ops
@@ -25,6 +25,8 @@ CUDA_TYPES: dict[DType, str] = {
   dtypes.int32: "int", dtypes.uint32: "unsigned int", dtypes.int64: "long long", dtypes.uint64: "unsigned long long",
   dtypes.index: "long long", dtypes.float16: "half", dtypes.bfloat16: "__nv_bfloat16", dtypes.float32: "float", dtypes.float64: "double",
 }
+# the CUDA vector types tinyspec loads and stores (float4, int2, uint4 ...): their names, before the count
+_VECTOR_NAMES = {dtypes.float32: "float", dtypes.int32: "int", dtypes.uint32: "uint"}
 # float <-> the unsigned integer of its size, through CUDA's intrinsics (a union or pointer cast would be undefined in C++)
 _AS_BITS = {dtypes.float16: "__half_as_ushort", dtypes.bfloat16: "__bfloat16_as_ushort", dtypes.float32: "__float_as_uint",
             dtypes.float64: "__double_as_longlong"}
@@ -59,7 +61,9 @@ class CUDARenderer(CStyleRenderer):
   math_suffix = {dtypes.float32: "f"}  # sqrtf for float (and half, computed in float), sqrt for double
   # NVRTC has no math.h macros; the bit patterns of +inf and a quiet NaN, converted to each type
   infinity, nan = "__int_as_float(0x7f800000)", "__int_as_float(0x7fffffff)"
-  vectors = False  # CUDA's float4 and kin have no arithmetic operators
+  # float4 and kin: loads and stores of 16 bytes at once, at addresses that are multiples of their size (arithmetic on
+  # them has no operators, so it stays scalar, lane by lane)
+  vector_widths, vector_dtypes, vector_aligned = (1, 2, 4), frozenset(_VECTOR_NAMES), True
   dtypes = frozenset(CUDA_TYPES) - {dtypes.index}  # (after the lines above: this name hides the dtypes module in the class body)
 
   def __init__(self, arch: str = "sm_80"):
@@ -83,6 +87,27 @@ class CUDARenderer(CStyleRenderer):
       out = super().render_alu(op, dtypes.float32 if dt in _TO_16 else dt, dtypes.float32, [f"(float){x}" for x in s])
       return f"{_TO_16[dt]}({out})" if dt in _TO_16 else out
     return super().render_alu(op, dt, src_dt, s)
+
+  def vector_type(self, dt: DType) -> str: return f"{_VECTOR_NAMES[dt.scalar()]}{dt.count}"
+  def render_vectorize(self, values: list[str], dt: DType) -> str: return f"make_{self.render_dtype(dt)}({', '.join(values)})"
+
+  # a float4 access needs a 16-byte aligned address: the optimizer only makes them at indexes that are multiples of 4,
+  # but a buffer may be a view at any offset, so the helpers check the address and go element by element when it is not
+  def render_vector_load(self, buf: str, idx: str, space: AddrSpace, dt: DType) -> str: return f"load_{self.render_dtype(dt)}({buf} + {idx})"
+  def render_vector_store(self, buf: str, idx: str, space: AddrSpace, val: str, dt: DType) -> str:
+    return f"store_{self.render_dtype(dt)}({buf} + {idx}, {val});"
+
+  def helpers(self) -> dict[str, str]:
+    out, p = super().helpers(), self.helper_prefix
+    for sdt, name in _VECTOR_NAMES.items():
+      for n in (w for w in self.vector_widths if w > 1):
+        t, v, lanes = self.type_map[sdt], f"{name}{n}", "xyzw"[:n]
+        aligned = f"((unsigned long long)p & {n * sdt.itemsize - 1}) == 0"
+        out[f"load_{v}"] = (f"{p}{v} load_{v}(const {t}* p) {{ return {aligned} ? *(const {v}*)p : "
+                            f"make_{v}({', '.join(f'p[{j}]' for j in range(n))}); }}")
+        out[f"store_{v}"] = (f"{p}void store_{v}({t}* p, {v} v) {{ if ({aligned}) *({v}*)p = v; "
+                             f"else {{ {' '.join(f'p[{j}] = v.{c};' for j, c in enumerate(lanes))} }} }}")
+    return out
 
   def render_bitcast(self, x: str, src: DType, dst: DType) -> str:
     if src in _AS_BITS: x = f"{_AS_BITS[src]}({x})"

@@ -15,7 +15,7 @@ threadgroup_barrier(mem_flags::mem_threadgroup), and a bitcast is as_type<T>(x).
 """
 from __future__ import annotations
 
-from tinyspec.dtype import DType, dtypes
+from tinyspec.dtype import AddrSpace, DType, dtypes
 from tinyspec.renderer import TensorCore
 from tinyspec.renderer.cstyle import CStyleRenderer
 from tinyspec.uop import Ops
@@ -42,8 +42,18 @@ class MetalRenderer(CStyleRenderer):
   specials = {"gidx": "gid.{xyz}", "lidx": "lid.{xyz}"}
   math_funcs = {Ops.TRUNC: "trunc", Ops.SQRT: "precise::sqrt", Ops.EXP2: "precise::exp2", Ops.LOG2: "precise::log2", Ops.SIN: "precise::sin"}
   int64_suffix = ("l", "ul")  # Metal's long is 64 bits and it has no long long
-  vectors = False
+  # float4 and kin, read and written through their packed types, which need only the scalar's alignment
+  vector_widths, vector_dtypes = (1, 2, 4), frozenset({dtypes.float32, dtypes.float16, dtypes.int32, dtypes.uint32})
   dtypes = frozenset(METAL_TYPES) - {dtypes.index}  # (after the lines above: this name hides the dtypes module in the class body)
+
+  def render_vectorize(self, values: list[str], dt: DType) -> str: return f"{self.render_dtype(dt)}({', '.join(values)})"
+
+  def render_vector_load(self, buf: str, idx: str, space: AddrSpace, dt: DType) -> str:
+    return f"{self.render_dtype(dt)}(*((const device packed_{self.render_dtype(dt)}*)({buf} + {idx})))"
+
+  def render_vector_store(self, buf: str, idx: str, space: AddrSpace, val: str, dt: DType) -> str:
+    t = self.render_dtype(dt)
+    return f"*((device packed_{t}*)({buf} + {idx})) = packed_{t}({val});"
 
   def render_bitcast(self, x: str, src: DType, dst: DType) -> str:
     # a constant is written as a bare literal (an int literal has 4 bytes, which as_type<uchar>(5) refuses): given its own type first
