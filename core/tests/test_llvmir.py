@@ -1,6 +1,6 @@
 """The LLVM IR renderer's text, without compiling it (llvmlite is the CPU plugin's, not the core's): function signature
-and noalias pointers, loops as phi blocks, accumulators, the reassociation allowed on reductions only, the split over
-cores, gated loads, constants, and the header a runtime reads."""
+and noalias pointers, loops as phi blocks, accumulators, the reassociation allowed on reductions only, a THREAD
+axis as the core_id, gated loads, constants, and the header a runtime reads."""
 import subprocess
 import sys
 
@@ -12,6 +12,7 @@ from tinyspec.engine.callify import callify
 from tinyspec.engine.expand import expand
 from tinyspec.engine.isel import isel
 from tinyspec.engine.linearize import linearize
+from tinyspec.engine.optimize import Opt, OptOps, optimize
 from tinyspec.engine.rangeify import rangeify
 from tinyspec.renderer.llvmir import KernelInfo, LLVMRenderer, const
 from tinyspec.uop import AxisType, Ops, UOp
@@ -20,11 +21,11 @@ from tinyspec.uop import AxisType, Ops, UOp
 class Sequential(LLVMRenderer): device = "TEST"
 class Threaded(LLVMRenderer): device, threads = "TEST", 4
 
-def kernel(t: Tensor) -> UOp:
-  """The LINEAR program of the one kernel that computes `t`."""
+def kernel(t: Tensor, opts: list[Opt] | None = None) -> UOp:
+  """The LINEAR program of the one kernel that computes `t` (with `opts`, if any)."""
   items = rangeify(callify(t.uop)).items
   assert len(items) == 1
-  return linearize(isel(expand(items[0].ast), LLVMRenderer.native))
+  return linearize(isel(expand(optimize(items[0].ast, Sequential(), opts or [])), LLVMRenderer.native))
 
 def vec(n: int, dt=np.float32) -> Tensor: return Tensor(np.arange(n, dtype=dt), device="PYTHON")
 
@@ -34,7 +35,7 @@ def test_elementwise_kernel():
   assert src.count("phi i64") == 1 and "icmp slt i64 %r1, 16" in src and "add nuw nsw i64 %r1, 1" in src
   assert "fadd float" in src and "reassoc" not in src and "alloca" not in src
   assert src.count("store float") == 1 and src.count("load float") == 2
-  assert KernelInfo.parse(src) == KernelInfo(("float32", "float32", "float32"), (), None, 0, 16)
+  assert KernelInfo.parse(src) == KernelInfo(("float32", "float32", "float32"), (), None, 16)
 
 def test_reduce_kernel_accumulates_in_a_register():
   src = Sequential().render("r_4_8", kernel((vec(32) + vec(32)).reshape(4, 8).sum(axis=1)))
@@ -48,22 +49,15 @@ def test_max_reduce_keeps_nan_and_starts_at_minus_inf():
   assert "call float @llvm.maximum.f32(" in src and "declare float @llvm.maximum.f32(float, float)" in src
   assert "store float 0xFFF0000000000000" in src
 
-def test_threads_split_the_outer_loop():
-  src = Threaded().render("E_6_5", kernel(vec(30).reshape(6, 5) * 2))
-  assert "i64 %core_id, i64 %core_count) #0 {" in src and "udiv i64" in src
+def test_a_thread_axis_is_the_core_id():
+  # rows 0-2 and 3-5 of a (6, 5) kernel as a THREAD axis of 2: one call per value, which is the core_id argument
+  k = kernel(vec(30).reshape(6, 5) * 2, [Opt(OptOps.SPLIT, 0, (2, AxisType.THREAD, True))])
+  src = Threaded().render("E_2_3_5", k)
+  assert "ptr noalias %data1, i64 %core_id) #0 {" in src and src.count("phi i64") == 2  # loops over 3 rows and 5 columns
   info = KernelInfo.parse(src)
-  assert info.split == 6 and info.work == 30
-  class Picky(Threaded): split_min_work = 31
-  small = Picky().render("E_6_5", kernel(vec(30).reshape(6, 5) * 2))  # too little work to pay for threads: rendered whole
-  assert "core_id" not in small and KernelInfo.parse(small).split is None
-
-def test_full_reduction_splits_in_two_steps():
-  src = Threaded().render("r_30", kernel(vec(30).sum() * 2))
-  info = KernelInfo.parse(src)
-  assert info.split == 30 and info.partials == 1 and "ptr noalias %partials, i64 %core_id, i64 %core_count) #0 {" in src
-  combine, leave = src.index("icmp uge i64 %core_id, %core_count"), src.index("icmp ult i64 %core_id, %core_count")
-  assert combine < src.index("phi i64 [ %") < leave < src.index("ret void") < src.index("fmul float")  # fold, share, partials, rest
-  assert KernelInfo.parse(Sequential().render("r_30", kernel(vec(30).sum()))).partials == 0
+  assert info.calls == 2 and info.work == 30
+  one = Sequential().render("E_2_3_5", k)  # a target without threads loops over the THREAD axis
+  assert "core_id" not in one and one.count("phi i64") == 3 and KernelInfo.parse(one).calls is None
 
 def test_gated_load_branches_around_the_load():
   r = UOp.range(8, 0)

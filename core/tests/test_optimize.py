@@ -245,3 +245,26 @@ def test_gpu_matmul_softmax_and_empty_outputs(gpu):
   e = np.exp(an - an.max(1, keepdims=True))
   np.testing.assert_allclose(a.softmax(1).numpy(), e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-6)
   assert (Tensor.empty(0, 4, device="PYTHON") + 1).numpy().shape == (0, 4)  # an empty grid is not launched
+
+class TwoCores(SIMD16):
+  """SIMD16 with two threads, splitting kernels of 4096 innermost iterations or more."""
+  threads, split_min_work = 2, 4096
+
+def test_hand_coded_splits_the_outermost_output_axis_over_threads():
+  *_, a, b = mats(64, 48, 128)
+  # the THREAD part first (rows 0-31 and 32-63), then the register tile on what is left of the rows and on the columns
+  assert hand_coded(kernel_of(a @ b), TwoCores()) == [Opt(OptOps.SPLIT, 0, (2, AxisType.THREAD, True)),
+                                                     Opt(OptOps.SPLIT, 2, (16, U, False)), Opt(OptOps.SPLIT, 1, (8, U, False))]
+  x = Tensor.empty(63, 100, device="PYTHON")[:, :80]
+  assert hand_coded(kernel_of(x * 2), TwoCores()) == [Opt(OptOps.SPLIT, 1, (2, AxisType.THREAD, True))]  # 63 rows do not halve
+  assert hand_coded(kernel_of(x[:4, :4] * 2), TwoCores()) == []  # 16 iterations: not worth a thread
+  with pytest.raises(OptError, match="one THREAD axis at most"):
+    apply_opts(kernel_of(x * 2), [Opt(OptOps.SPLIT, 1, (2, AxisType.THREAD, True)), Opt(OptOps.SPLIT, 0, (3, AxisType.THREAD, True))])
+
+def test_a_long_sum_on_threads_is_two_kernels():
+  x = Tensor.empty(1 << 20, device="PYTHON")
+  one, two = rangeify(callify(x.sum().uop)).items, rangeify(callify(x.sum().uop), threads=2).items
+  assert len(one) == 1 and len(two) == 2
+  # the first kernel's 256 partial sums are an output axis, which the optimizer splits over the threads
+  assert [r.size for r in axes(two[0].ast)] == [256, 4, 1024]
+  assert hand_coded(two[0].ast, TwoCores())[0] == Opt(OptOps.SPLIT, 0, (2, AxisType.THREAD, True))

@@ -6,6 +6,7 @@ import pytest
 import tinyspec_cpu.renderer
 from helpers import end, f32, i32, load, lower, param, rng, run_linear, store
 from tinyspec import Tensor, dtypes
+from tinyspec.engine.optimize import Opt, OptOps, thread_split
 from tinyspec.uop import AxisType, Ops, UOp
 from tinyspec_cpu.renderer import THREADS_ENV
 from tinyspec_cpu.runtime import CPURuntime
@@ -14,21 +15,26 @@ gen = np.random.default_rng(0)
 
 @pytest.fixture(params=[1, 3], ids=["1thread", "3threads"])
 def rt(request, monkeypatch):
-  """A CPU runtime with 1 or 3 threads; with 3, every kernel that can be split is, however small."""
+  """A CPU runtime with 1 or 3 threads; with 3, every kernel with a THREAD axis runs on threads, however small."""
   monkeypatch.setenv(THREADS_ENV, str(request.param))
   monkeypatch.setattr(tinyspec_cpu.renderer, "MIN_WORK_PER_THREAD", 1)
   return CPURuntime("CPU")
 
-def matmul(m=7, n=5, k=4):
-  i, j, r = rng(m, 0), rng(n, 1), rng(k, 2, AxisType.REDUCE)
-  acc = UOp(Ops.REDUCE, (load(param(1, m * k, f32), i * k + r) * load(param(2, k * n, f32), r * n + j), r), (Ops.ADD, ()))
-  return lower(end(store(param(0, m * n, f32), i * n + j, acc), j, i))
+def matmul(m=7, n=5, k=4, thread=1):
+  """C = A @ B with its rows (m of them) split into `thread` THREAD parts (no THREAD axis for 1)."""
+  t, i, j, r = rng(thread, 3, AxisType.THREAD), rng(m // thread, 0), rng(n, 1), rng(k, 2, AxisType.REDUCE)
+  row = t * (m // thread) + i if thread > 1 else i
+  acc = UOp(Ops.REDUCE, (load(param(1, m * k, f32), row * k + r) * load(param(2, k * n, f32), r * n + j), r), (Ops.ADD, ()))
+  return lower(end(store(param(0, m * n, f32), row * n + j, acc), j, i, *([t] if thread > 1 else [])))
 
-def test_matmul_split_over_rows(rt):
-  cpu_out, ref, program = run_linear(rt, matmul(), np.zeros(35, np.float32), gen.standard_normal(28).astype(np.float32),
+@pytest.mark.parametrize("thread", [1, 2, 3, 6])
+def test_matmul_over_a_thread_axis(rt, thread):
+  cpu_out, ref, program = run_linear(rt, matmul(6, thread=thread), np.zeros(30, np.float32), gen.standard_normal(24).astype(np.float32),
                                      gen.standard_normal(20).astype(np.float32))
-  np.testing.assert_allclose(cpu_out[0], ref[0], rtol=1e-6)
-  assert program.cores == rt.threads and program.info.split == (7 if rt.threads > 1 else None)  # 7 rows over 3 threads: 2, 2 and 3
+  np.testing.assert_allclose(cpu_out[0], ref[0], rtol=1e-5, atol=1e-6)  # LLVM may reorder a row's 4 products' sum
+  # one call per value of the THREAD axis (a loop where the runtime has one thread), spread over the threads
+  calls = thread if thread > 1 and rt.threads > 1 else None
+  assert program.info.calls == calls and program.cores == min(rt.threads, calls or 1)
 
 @pytest.mark.parametrize("op", [Ops.ADD, Ops.MUL, Ops.MAX])
 def test_reduce_ops_on_ints_and_floats(rt, op):
@@ -41,8 +47,8 @@ def test_reduce_ops_on_ints_and_floats(rt, op):
     np.testing.assert_allclose(cpu_out[0], ref[0], rtol=tol, atol=tol, err_msg=f"{op.name} {dt.name}")
 
 @pytest.mark.parametrize("op", [Ops.ADD, Ops.MUL, Ops.MAX])
-def test_full_reduction_split_over_cores(rt, op):
-  # one reduce loop over the whole input and work after it (x2): each core reduces its share, one more call combines them
+def test_full_reduction(rt, op):
+  # one reduce loop over the whole input and work after it (x2)
   for dt in (f32, i32, dtypes.uint8, dtypes.bool, dtypes.float16):
     r = rng(50, 0, AxisType.REDUCE)
     red = UOp(Ops.REDUCE, (load(param(1, 50, dt), r), r), (op, ()))
@@ -52,7 +58,7 @@ def test_full_reduction_split_over_cores(rt, op):
     cpu_out, ref, program = run_linear(rt, lin, np.zeros(1, dt.np), x)
     tol = 1e-2 if dt is dtypes.float16 else 1e-5
     np.testing.assert_allclose(cpu_out[0].astype(np.float64), ref[0].astype(np.float64), rtol=tol, err_msg=f"{op.name} {dt.name}")
-    assert program.info.partials == (rt.threads > 1) and program.cores == rt.threads
+    assert program.info.calls is None and program.cores == 1
 
 def test_gated_load_never_reads_outside(rt):
   # out[r] = x[r-2] where r >= 2, else -1: the address r-2 is out of bounds where the gate is false
@@ -74,15 +80,21 @@ def test_gated_store_becomes_if_block(rt):
   np.testing.assert_array_equal(cpu_out[0], ref[0])
 
 def test_loop_carried_dependency_is_not_split(rt):
-  # out[r] = out[r-1] + x[r]: the loop reads what it writes, so it runs in order on one thread whatever the thread count
+  # out[r] = out[r-1] + x[r]: the loop reads what it writes, so the optimizer gives it no THREAD axis: it runs in order
   n = 64
   r = rng(n)
   out, x = param(0, n, f32), param(1, n, f32)
-  lin = lower(end(store(out, r, load(out, r + -1, UOp.const(0.0, f32), UOp.const(0) < r) + load(x, r)), r))
+  kernel = UOp.sink(end(store(out, r, load(out, r + -1, UOp.const(0.0, f32), UOp.const(0) < r) + load(x, r)), r))
+  assert thread_split(kernel, rt.renderer) == []
+  # without the read of out it splits (a 63 of 3 threads: 64 is no multiple of 3)
+  r63 = rng(63)
+  assert thread_split(UOp.sink(end(store(out, r63, load(x, r63) * 2.0), r63)), rt.renderer) == ([] if rt.threads == 1 else
+    [Opt(OptOps.SPLIT, 0, (3, AxisType.THREAD, True))])
+  assert thread_split(UOp.sink(end(store(out, r, load(x, r) * 2.0), r)), rt.renderer) == []
   xs = np.arange(1, n + 1, dtype=np.float32)
-  cpu_out, _, program = run_linear(rt, lin, np.zeros(n, np.float32), xs)
+  cpu_out, _, program = run_linear(rt, lower(kernel), np.zeros(n, np.float32), xs)
   np.testing.assert_array_equal(cpu_out[0], np.cumsum(xs))
-  assert program.info.split is None and program.cores == 1
+  assert program.info.calls is None and program.cores == 1
 
 def test_variable_loop_bound(rt):
   n = UOp.variable("n", 0, 8)

@@ -83,7 +83,7 @@ def test_thread_count_from_env(monkeypatch):
   monkeypatch.delenv(THREADS_ENV)
   assert thread_count() >= 1
 
-HEADER = '; tinyspec {"buffers": [], "variables": [], "split": null, "partials": 0, "work": 1}\n'
+HEADER = '; tinyspec {"buffers": [], "variables": [], "calls": null, "work": 1}\n'
 
 def test_call_to_unknown_function_is_refused():
   src = HEADER + "declare void @tinyspec_no_such_function()\ndefine void @k() {\n  call void @tinyspec_no_such_function()\n  ret void\n}\n"

@@ -48,8 +48,9 @@ PROGRAMS: dict[str, tuple[list[tuple[int, ...]], Callable, Callable]] = {
 }
 
 def _targets(renderer: Renderer) -> list[AxisType]:
-  """The SPLIT targets worth trying on this device: workgroup axes only where it has workgroups (and LOCAL memory)."""
-  out = [A.UPCAST, A.UNROLL, A.LOOP, A.REDUCE]
+  """The SPLIT targets worth trying on this device: THREAD where kernels run on threads, workgroup axes only where it has
+  workgroups (and LOCAL memory)."""
+  out = [A.UPCAST, A.UNROLL, A.LOOP, A.REDUCE] + ([A.THREAD] if renderer.threads > 1 else [])
   if O.is_gpu(renderer): out += [A.LOCAL] + ([A.GROUP_REDUCE] if renderer.has_shared else [])
   return out
 

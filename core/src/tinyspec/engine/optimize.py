@@ -26,7 +26,7 @@ from tinyspec.engine.rangeify import reduce_identity
 from tinyspec.renderer import Renderer
 from tinyspec.uop.ops import AxisType, Ops
 from tinyspec.uop.rewrite import graph_rewrite
-from tinyspec.uop.spec import verify_between_stages
+from tinyspec.uop.spec import buffer_of, verify_between_stages
 from tinyspec.uop.symbolic import sym
 from tinyspec.uop.uop import UOp
 
@@ -101,8 +101,8 @@ def split(kernel: UOp, axis: int, factor: int, target: AxisType, top: bool = Fal
   if n < 1: raise OptError(f"SPLIT: axis {axis} is empty")
   if factor < 1 or n % factor: raise OptError(f"SPLIT: factor {factor} does not divide axis {axis} of size {n}")
   if kind not in SPLIT_FROM.get(target, ()): raise OptError(f"SPLIT: a {target.name} axis cannot be split from {kind.name} axis {axis}")
-  if target is AxisType.GROUP_REDUCE and any(x.axis_type is target for x in rngs):
-    raise OptError(f"SPLIT: a kernel has one GROUP_REDUCE axis at most (axis {axis} would be a second)")
+  if target in (AxisType.GROUP_REDUCE, AxisType.THREAD) and any(x.axis_type is target for x in rngs):
+    raise OptError(f"SPLIT: a kernel has one {target.name} axis at most (axis {axis} would be a second)")
   if top not in SPLIT_SIDES[target]:
     sides = ("outer", "inner") if top else ("inner", "outer")
     raise OptError(f"SPLIT: a {target.name} axis is the {sides[1]} part of a split, not the {sides[0]}")
@@ -232,13 +232,27 @@ def unroll_short_reductions(kernel: UOp) -> list[Opt]:
     copies *= r.size
   return opts
 
+def thread_split(kernel: UOp, renderer: Renderer) -> list[Opt]:
+  """A THREAD split (outer, by the renderer's `threads`) of the outermost output axis that many divides, for a kernel with
+  `split_min_work` innermost iterations or more that reads no buffer it writes (its iterations could then depend on each
+  other through memory). The THREAD axis is how a CPU kernel runs on several cores: one call per value of it."""
+  t, rngs = renderer.threads, axes(kernel)
+  if t < 2 or not rngs or math.prod(int(r.src[0].vmax) for r in rngs) < max(1, renderer.split_min_work): return []
+  nodes = kernel.toposort()
+  stored = {buffer_of(u.src[0]) for u in nodes if u.op is Ops.STORE}
+  if any(u.op is Ops.LOAD and buffer_of(u.src[0]) in stored for u in nodes): return []
+  outer = next((i for i, r in enumerate(rngs) if r.axis_type in (AxisType.LOOP, AxisType.GLOBAL) and (r.size or 1) % t == 0 and r.size), None)
+  return [] if outer is None else [Opt(OptOps.SPLIT, outer, (t, AxisType.THREAD, True))]
+
 def hand_coded(kernel: UOp, renderer: Renderer) -> list[Opt]:
-  """Opts chosen without search for a CPU-like device: a register tile (`register_tile`) as wide as the renderer's widest
-  vector (at least 4: a scalar target still reuses registers across 4 copies) and `max_upcast` copies in all, then the
-  short innermost reductions unrolled. Elementwise kernels are left to the device compiler."""
-  if renderer.max_upcast < 2: return []
-  opts = register_tile(kernel, max(*renderer.vector_widths, 4), renderer.max_upcast)
-  return opts + unroll_short_reductions(apply_opts(kernel, opts)) if opts else opts
+  """Opts chosen without search for a CPU-like device: a THREAD split over its cores (`thread_split`), a register tile
+  (`register_tile`) as wide as the renderer's widest vector (at least 4: a scalar target still reuses registers across 4
+  copies) and `max_upcast` copies in all, then the short innermost reductions unrolled. Elementwise kernels are left to
+  the device compiler."""
+  opts = thread_split(kernel, renderer)
+  if renderer.max_upcast < 2: return opts
+  tile = register_tile(apply_opts(kernel, opts), max(*renderer.vector_widths, 4), renderer.max_upcast)
+  return opts + tile + unroll_short_reductions(apply_opts(kernel, opts + tile)) if tile else opts
 
 # ---- GPUs: GLOBAL/LOCAL axes become SPECIAL indices, GROUP_REDUCE a reduction through LOCAL memory ----
 

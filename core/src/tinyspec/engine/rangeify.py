@@ -215,27 +215,39 @@ def lane_blocks(n: int) -> list[int]:
   return [-(-n // LANE_MULTIPLE) * LANE_MULTIPLE]
 
 WORKGROUPS, SPREAD_MIN, SPREAD_MAX_OUTPUTS = 256, 1 << 18, 4096
-"""A GPU-style device's float sum of at least SPREAD_MIN elements into fewer than SPREAD_MAX_OUTPUTS values runs as two
-kernels: WORKGROUPS partial sums per output (each a workgroup's), then their sum. In one kernel the whole sum would be one
-workgroup's, on one compute unit (PoCL: 4 GB/s for 16M floats on two cores)."""
+"""A float sum of at least SPREAD_MIN elements into fewer than SPREAD_MAX_OUTPUTS values runs as two kernels on a device
+that runs kernels in parallel (a GPU, or a CPU with threads): WORKGROUPS partial sums per output, then their sum. In one
+kernel the whole sum would run on one compute unit or core (PoCL: 4 GB/s for 16M floats on two cores); as an output axis
+of 256 the partial sums are split over workgroups (GPU) or THREAD axes (CPU)."""
 
 def workgroup_blocks(n: int) -> list[int]:
   """Two levels: WORKGROUPS, and a multiple of LANE_MULTIPLE (padded) for each workgroup's lanes."""
   return [WORKGROUPS, -(-n // (WORKGROUPS * LANE_MULTIPLE)) * LANE_MULTIPLE]
 
+def thread_blocks(n: int) -> list[int]:
+  """WORKGROUPS partial sums, each a tree of blocks (`sum_blocks`) over its share: a CPU with threads splits the partials."""
+  return [WORKGROUPS, *sum_blocks(-(-n // WORKGROUPS))]
+
+def _spread(red: UOp) -> bool:
+  """Whether a reduction is long and its output small: worth two kernels on a parallel device."""
+  return math.prod(red.src[0].shape[a] for a in red.arg[1]) >= SPREAD_MIN and math.prod(red.shape) < SPREAD_MAX_OUTPUTS
+
 def _gpu_sum(red: UOp) -> UOp | None:
   """A long float sum for a GPU-style device: spread over workgroups in two kernels when it is long and its output small,
   else one reduction over lanes."""
-  n, outputs = math.prod(red.src[0].shape[a] for a in red.arg[1]), math.prod(red.shape)
-  if n >= SPREAD_MIN and outputs < SPREAD_MAX_OUTPUTS: return _regroup_sum(red, workgroup_blocks, kernel_per_level=True)
-  return _regroup_sum(red, lane_blocks)
+  return _regroup_sum(red, workgroup_blocks, top_kernel=True) if _spread(red) else _regroup_sum(red, lane_blocks)
 
-def _regroup_sum(red: UOp, blocks_of: Callable[[int], list[int]], kernel_per_level: bool = False) -> UOp | None:
+def _threaded_sum(red: UOp) -> UOp | None:
+  """A long float sum for a CPU with threads: spread over WORKGROUPS partial sums in two kernels when it is long and its
+  output small, else a tree of blocks."""
+  return _regroup_sum(red, thread_blocks, top_kernel=True) if _spread(red) else _regroup_sum(red, sum_blocks)
+
+def _regroup_sum(red: UOp, blocks_of: Callable[[int], list[int]], top_kernel: bool = False) -> UOp | None:
   """REDUCE(x, ADD, axes) of a float over n > SUM_BLOCK elements -> the same sum over blocks_of(n), outermost first,
   padded with zeros past n. The reduced axes are moved next to the first of them and merged into one axis of n, split
   into the blocks; each inner block is summed and dropped, and the last REDUCE, over the outermost block at the first
   reduced axis, has the original's shape (so a reduce with several readers is still one node, computed once). With
-  `kernel_per_level`, each level's sums are made CONTIGUOUS: a kernel of their own."""
+  `top_kernel`, the sums of the outermost block (what the last REDUCE adds up) are made CONTIGUOUS: a kernel of their own."""
   (x,), (op, axes) = red.src, red.arg
   if op is not Ops.ADD or not dtypes.is_float(red.dtype) or (n := math.prod(x.shape[a] for a in axes)) <= SUM_BLOCK: return None
   if (blocks := blocks_of(n)) == [n] and len(axes) == 1: return None  # already in the wanted form
@@ -248,7 +260,7 @@ def _regroup_sum(red: UOp, blocks_of: Callable[[int], list[int]], kernel_per_lev
   y = y.reshape((*kb, *blocks, *ka))
   for level in range(len(blocks) - 1, 0, -1):  # innermost first: each sums one block of the level above
     y = y.reduce(Ops.ADD, (len(kb) + level,)).reshape((*kb, *blocks[:level], *ka))
-    if kernel_per_level: y = UOp(Ops.CONTIGUOUS, (y,))
+    if top_kernel and level == 1: y = UOp(Ops.CONTIGUOUS, (y,))
   return y.reshape(tuple(blocks[0] if d == a0 else s for d, s in enumerate(red.shape))).reduce(Ops.ADD, (a0,))
 
 split_long_sums = PatternMatcher([
@@ -257,14 +269,20 @@ split_long_sums = PatternMatcher([
 gpu_long_sums = PatternMatcher([
   (UPat(Ops.REDUCE, name="red"), _gpu_sum),  # a long float sum -> over workgroups in two kernels, or one axis, a multiple of the lanes
 ])
+threaded_long_sums = PatternMatcher([
+  (UPat(Ops.REDUCE, name="red"), _threaded_sum),  # a long float sum -> 256 partial sums in a kernel of their own, or a tree of blocks
+])
 
-def rangeify(fn: UOp, gpu: bool = False) -> Schedule:
+def rangeify(fn: UOp, gpu: bool = False, threads: int = 1) -> Schedule:
   """Split the FUNCTION made by callify into kernels (and copies), in an order that respects their dependencies. Long
   float sums become trees of blocks first (`split_long_sums`); for a GPU-style device (`gpu`) they stay one reduction per
   kernel, padded to a multiple of LANE_MULTIPLE, since its optimizer splits a reduction over a workgroup's lanes and
   combines their partial sums in a tree (nested sums there would combine across the lanes once per outer step), and a
-  long one into a small output is spread over WORKGROUPS workgroups first (`gpu_long_sums`)."""
-  body, args = graph_rewrite(fn.src[0], gpu_long_sums if gpu else split_long_sums), fn.src[1:]
+  long one into a small output is spread over WORKGROUPS workgroups first (`gpu_long_sums`). For a CPU with `threads` > 1,
+  a long sum into a small output gets WORKGROUPS partial sums in a kernel of their own (`threaded_long_sums`), whose
+  output axis the optimizer splits over THREAD axes."""
+  long_sums = gpu_long_sums if gpu else threaded_long_sums if threads > 1 else split_long_sums
+  body, args = graph_rewrite(fn.src[0], long_sums), fn.src[1:]
   sched = Schedule(n_args=len(args))
   buffer_of: dict[UOp, int] = {}
   for u in body.toposort():

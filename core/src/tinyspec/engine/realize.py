@@ -168,7 +168,7 @@ class CompiledSchedule:
 _schedules = LRU("TINYSPEC_SCHEDULE_CACHE", 512)
 
 def _compile_schedule(fn: UOp, device: str) -> CompiledSchedule:
-  sched = rangeify(fn, gpu=is_gpu(Device[device].renderer))
+  sched = rangeify(fn, gpu=is_gpu(r := Device[device].renderer), threads=r.threads)
   arg_devices = [Device.canonicalize(a.device) for a in fn.src[1:]]
   dev_of = arg_devices + [Device.canonicalize(d or device) for _, _, d in sched.buffers]
   sched = pack_operands(sched, lambda item: (Device[dev_of[item.bufs[0]]].renderer.pack_width, dev_of[item.bufs[0]]))

@@ -75,6 +75,9 @@ class Renderer:
   threads: int = 1
   """How many threads one kernel may run on at once (its THREAD axis split over them); 1 runs each kernel on one thread.
   A renderer may set it per instance (from the core count, or an environment override)."""
+  split_min_work: int = 0
+  """With `threads` > 1, the least work (innermost iterations of its loop nest) for which the optimizer splits a kernel
+  over a THREAD axis: below it, starting threads would cost more than they save."""
   vector_widths: tuple[int, ...] = (1,)
   """The vector lengths, in elements, the device loads and stores at once (its vector types, or its SIMD widths); (1,)
   for a scalar target. Expand makes an UPCAST or UNROLL range that walks memory contiguously one vector access;

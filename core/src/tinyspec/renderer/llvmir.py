@@ -10,12 +10,9 @@ A kernel becomes one function, `void @name(ptr noalias %data0, ..., i64 %var...)
   - REG buffers (accumulators) are allocas in the entry block, which LLVM turns into registers;
   - index arithmetic is i64; bool is i1 in registers and i8 in memory; bfloat16 is held in float registers, rounded to
     bfloat16 after every op, and kept as its 16 bits in memory, so no runtime library call is ever needed.
-With `threads` > 1, a kernel that can be split over cores takes two more arguments, (i64 %core_id, i64 %core_count), and
-its outermost loop runs only its share [bound*core_id/core_count, bound*(core_id+1)/core_count), so a runtime splits it
-by calling it once per core (kernels that cannot be split, or are too small to pay for it, take no such arguments).
-A full reduction (one outer reduce loop, its results stored after it) splits in two steps: with core_id < core_count > 1
-a call accumulates its share and leaves its accumulators in a `ptr %partials` argument before the two (8 bytes per
-accumulator and core); then one call with core_id == core_count combines them and runs the rest of the kernel.
+With `threads` > 1, a kernel with a THREAD axis (the optimizer's split of an output axis over cores) takes one more
+argument, `i64 %core_id`, which is that axis' value: no loop is made for it, and a runtime calls the kernel once per
+value, spreading the calls over its threads.
 The first line is a comment with what the caller needs: `; tinyspec {json}` (see `KernelInfo`).
 
 GPU targets subclass the renderer and set its hooks: `kernel_cc` (the kernel's calling convention), the address spaces of
@@ -34,7 +31,7 @@ import numpy as np
 from tinyspec.dtype import ALL, AddrSpace, DType, bf16_round, dtypes, finite_max
 from tinyspec.renderer import Renderer
 from tinyspec.uop.ops import AxisType, Ops
-from tinyspec.uop.spec import buffer_of, is_register, reads_lane, register_update, vector_index
+from tinyspec.uop.spec import buffer_of, reads_lane, register_update, vector_index
 from tinyspec.uop.uop import UOp
 
 _REG = {dtypes.bool: "i1", dtypes.int8: "i8", dtypes.uint8: "i8", dtypes.int16: "i16", dtypes.uint16: "i16", dtypes.int32: "i32",
@@ -44,7 +41,6 @@ _MEM = {**_REG, dtypes.bool: "i8", dtypes.bfloat16: "i16"}
 _SUFFIX = {"half": "f16", "float": "f32", "double": "f64"}
 _FCMP = {Ops.CMPLT: "olt", Ops.CMPNE: "une", Ops.CMPGT: "ogt", Ops.CMPGE: "oge", Ops.CMPLE: "ole", Ops.CMPEQ: "oeq"}  # numpy's: nan is unordered
 _ICMP = {Ops.CMPLT: "lt", Ops.CMPNE: "ne", Ops.CMPGT: "gt", Ops.CMPGE: "ge", Ops.CMPLE: "le", Ops.CMPEQ: "eq"}
-_SPLITTABLE = (AxisType.LOOP, AxisType.GLOBAL, AxisType.THREAD)  # output axes: iterations write disjoint memory
 _NOTHING = (Ops.GROUP, Ops.SINK)
 
 def _isf(dt: DType) -> bool: return dtypes.is_float(dt)
@@ -68,14 +64,12 @@ def const(v, dt: DType) -> str:
 @dataclass(frozen=True)
 class KernelInfo:
   """What calling a rendered kernel takes, from its first line: the buffer dtypes (parameter order), the variable names
-  (the order of `vals`), the most iterations of the loop split over cores (None when the kernel is not split: then no
-  (core_id, core_count) arguments follow the variables), how many accumulators a split reduction leaves per core in the
-  `%partials` argument that comes before them (0: no such argument), and `work`, about how many innermost iterations
-  one call runs (for deciding whether threads pay off)."""
+  (the order of `vals`), `calls`, the size of its THREAD axis (how many times to call it, with core_id 0, 1, ... after the
+  variables; None when it has none and takes no core_id), and `work`, about how many innermost iterations all calls run
+  together (for deciding whether threads pay off)."""
   buffers: tuple[str, ...]
   variables: tuple[str, ...]
-  split: int | None
-  partials: int
+  calls: int | None
   work: int
 
   @staticmethod
@@ -84,38 +78,7 @@ class KernelInfo:
     first = src.split("\n", 1)[0]
     if not first.startswith("; tinyspec "): raise ValueError("LLVM source without a '; tinyspec' header: was it made by LLVMRenderer?")
     d = json.loads(first[len("; tinyspec "):])
-    return KernelInfo(tuple(d["buffers"]), tuple(d["variables"]), d["split"], d["partials"], d["work"])
-
-def _split(prog: tuple[UOp, ...]) -> tuple[UOp, tuple[tuple[UOp, Ops], ...]] | None:
-  """How a kernel splits over cores, if it can: on its only outermost loop, in a kernel that reads no buffer it writes
-  (iterations could then depend on each other through memory), which is either an output axis holding every store to
-  global memory (each core runs its share), or a reduce loop whose body only accumulates into one-element registers,
-  every store coming after it (each core accumulates its share; the accumulators and their ops are returned). Registers
-  first written inside the loop (the inner sums of a tree of sums) are private to an iteration and need no combining."""
-  depth, top, end, loaded, stored, accs, inside, outside, other_regs = 0, [], len(prog), set(), set(), {}, [], [], False
-  outer_regs: set[UOp] = set()    # registers written before the loop: a reduction's accumulators
-  private_regs: set[UOp] = set()  # registers first written inside it
-  for i, u in enumerate(prog):
-    if u.op is Ops.RANGE:
-      if depth == 0: top.append(u)
-      depth += 1
-    elif u.op is Ops.END:
-      depth -= len(u.src) - 1
-      if depth == 0: end = min(end, i)
-    elif u.op is Ops.LOAD and (b := buffer_of(u.src[0])).op is Ops.PARAM: loaded.add(b)
-    elif u.op is Ops.STORE and (b := buffer_of(u.src[0])).op is Ops.PARAM:
-      stored.add(b)
-      (inside if depth else outside).append(i)
-    elif u.op is Ops.STORE and not depth and is_register(u.src[0]): outer_regs.add(buffer_of(u.src[0]))
-    elif u.op is Ops.STORE and depth:  # a register write inside the loop: splittable as a reduction if an accumulation
-      acc, reg = register_update(u), buffer_of(u.src[0])
-      if reg in private_regs: continue
-      if acc is None and reg not in outer_regs: private_regs.add(reg)
-      elif acc is None or reg.shape != (1,) or accs.setdefault(reg, acc.op) is not acc.op: other_regs = True
-  if len(top) != 1 or loaded & stored: return None
-  if top[0].axis_type in _SPLITTABLE and not outside: return top[0], ()
-  if top[0].axis_type is AxisType.REDUCE and accs and not (inside or other_regs) and all(i > end for i in outside): return top[0], tuple(accs.items())
-  return None
+    return KernelInfo(tuple(d["buffers"]), tuple(d["variables"]), d["calls"], d["work"])
 
 def _work(prog: tuple[UOp, ...]) -> int:
   """The most iterations any loop body runs (product of the bounds of its nest, variables at their maximum)."""
@@ -143,15 +106,11 @@ def _reassociable(prog: tuple[UOp, ...]) -> set[UOp]:
 
 class LLVMRenderer(Renderer):
   """LINEAR programs as LLVM IR functions (see the module docstring). A device subclass sets `device`; with `threads` > 1
-  kernels take (core_id, core_count) and run only their share of the outermost loop."""
+  a kernel's THREAD axis is its `core_id` argument."""
   native = frozenset({Ops.NEG, Ops.SUB, Ops.DIV, Ops.CMPGT, Ops.CMPGE, Ops.CMPLE, Ops.CMPEQ, Ops.NOT, Ops.SQRT, Ops.MULACC})
   # LLVM legalizes a vector of any width to the target's registers; bool and bfloat16 differ in memory and in registers
   vector_widths = (1, 2, 4, 8, 16)
   vector_dtypes = frozenset(ALL) - {dtypes.bool, dtypes.bfloat16, dtypes.index, dtypes.void}
-  split_min_work: int = 0
-  """Kernels with fewer innermost iterations than this are rendered whole, without (core_id, core_count), even with
-  `threads` > 1: splitting them would cost more than it saves."""
-
   kernel_cc: str = ""
   """The calling convention kernels are defined with, e.g. "amdgpu_kernel"; empty for the target's C convention."""
   global_addrspace: int = 0
@@ -171,12 +130,12 @@ class LLVMRenderer(Renderer):
     raise NotImplementedError(f"SPECIAL is not supported: {type(self).__name__} renders for a target without workgroups ({name})")
 
   def render(self, name: str, linear: UOp) -> str:
-    return _Function(name, linear.src, self.threads > 1 and _work(linear.src) >= self.split_min_work, self).render()
+    return _Function(name, linear.src, self).render()
 
 
 class _Function:
   """The state of rendering one kernel: the lines so far, each value's operand text, the open blocks."""
-  def __init__(self, name: str, prog: tuple[UOp, ...], threads: bool, renderer: LLVMRenderer):
+  def __init__(self, name: str, prog: tuple[UOp, ...], renderer: LLVMRenderer):
     self.name, self.prog, self.r = name, prog, renderer
     self.lines: list[str] = []
     self.globals: list[str] = []  # module-level definitions (LOCAL buffers)
@@ -190,8 +149,11 @@ class _Function:
     # Many accumulators are the optimizer's upcast copies: kept in order, LLVM's SLP vectorizer packs them across the
     # copies instead (one vector load feeding many accumulators), several times faster than vectorizing along the loop
     self.reductions = _reassociable(prog)
-    self.split, self.partials = (_split(prog) if threads else None) or (None, ())
-    self.threads = self.split is not None  # a kernel that cannot be split takes no core arguments
+    # a THREAD axis is the core_id argument, where kernels run on threads (elsewhere it stays a loop)
+    threads = [u for u in prog if u.op is Ops.RANGE and u.axis_type is AxisType.THREAD] if renderer.threads > 1 else []
+    if len(threads) > 1 or any(t.size is None for t in threads):
+      raise ValueError(f"LLVM render of {name}: one THREAD axis of constant size at most, got {[t.src[0].op.name for t in threads]}")
+    self.thread = threads[0] if threads else None
 
   # ---- small helpers ----
   def tmp(self) -> str:
@@ -228,8 +190,7 @@ class _Function:
     if (slots := [p.arg[0] for p in bufs]) != list(range(len(bufs))): raise ValueError(f"{self.name}: buffer PARAMs must be 0..n-1, got {slots}")
     gptr = f"ptr addrspace({self.r.global_addrspace})" if self.r.global_addrspace else "ptr"
     args = [f"{gptr} noalias %data{p.arg[0]}" for p in bufs] + [f"i64 %var{i}" for i in range(len(variables))]
-    if self.partials: args.append("ptr noalias %partials")
-    if self.threads: args += ["i64 %core_id", "i64 %core_count"]
+    if self.thread is not None: args.append("i64 %core_id")
     for p in bufs: self.val[p] = f"%data{p.arg[0]}"
     for i, p in enumerate(variables):
       self.val[p] = f"%var{i}" if _REG[p.dtype] == "i64" else self.emit(f"trunc i64 %var{i} to {_REG[p.dtype]}")
@@ -238,7 +199,7 @@ class _Function:
       if (fn := _RENDER.get(u.op)) is None: raise NotImplementedError(f"LLVM render of {self.name}: {u.op.name} is not supported")
       if (out := fn(self, u)) is not None: self.val[u] = out
     info = KernelInfo(tuple(p.dtype.name for p in bufs), tuple(p.arg[0] for p in variables),
-                      int(self.split.src[0].vmax) if self.split is not None else None, len(self.partials), _work(self.prog))
+                      self.thread.size if self.thread is not None else None, _work(self.prog))
     body = "\n".join(["entry:", *self.allocas, *self.lines, "  ret void"])
     define = " ".join(["define", *([self.r.kernel_cc] if self.r.kernel_cc else []), "void", f"@{self.name}({', '.join(args)}) #0 {{"])
     return "\n".join([f"; tinyspec {json.dumps(asdict(info))}", *self.globals, define, body, "}",
@@ -320,11 +281,8 @@ def _store(f: _Function, u: UOp) -> None:
   else: _guarded(f, f.op(u.src[2]), lambda: _store_value(f, dt, ptr, v, pty))
 
 def _range(f: _Function, u: UOp) -> str:
+  if u is f.thread: return "%core_id"  # one call per value: no loop
   n, start, bound = f.tmp()[2:], "0", f.op(u.src[0])
-  if f.partials and u is f.split: _combine_partials(f, n)
-  if u is f.split:  # this core's share of the iterations
-    lo, next_id = f.emit(f"mul i64 {bound}, %core_id"), f.emit("add i64 %core_id, 1")
-    start, bound = f.emit(f"udiv i64 {lo}, %core_count"), f.emit(f"udiv i64 {f.emit(f'mul i64 {bound}, {next_id}')}, %core_count")
   before = f.block
   f.lines.append(f"  br label %loop{n}")
   f.label(f"loop{n}")
@@ -337,56 +295,12 @@ def _range(f: _Function, u: UOp) -> str:
 
 def _end(f: _Function, u: UOp) -> None:
   for rng in u.src[1:]:
+    if rng is f.thread: continue
     n, phi = f.loops.pop(rng)
     f.lines[phi] = f.lines[phi].replace("%LATCH", f"%{f.block}")
     f.lines.append(f"  %r{n}.next = add nuw nsw i64 %r{n}, 1")
     f.lines.append(f"  br label %loop{n}")
     f.label(f"exit{n}")
-    if f.partials and rng is f.split: _leave_partials(f, n)
-
-# a split reduction: the combining call (core_id == core_count) skips the loop and folds every core's partials into the
-# accumulators instead; a partial call (core_id < core_count > 1) stores its accumulators to partials after the loop and returns
-
-def _partial(f: _Function, k: int, core: str) -> str:
-  """The address of accumulator k's slot for `core` in %partials (8 bytes each, core-major within an accumulator)."""
-  slot = f.emit(f"add i64 {f.emit(f'mul i64 %core_count, {k}')}, {core}")
-  return f.emit(f"getelementptr inbounds i64, ptr %partials, i64 {slot}")
-
-def _combine_partials(f: _Function, n: str) -> None:
-  combining = f.emit("icmp uge i64 %core_id, %core_count")
-  f.lines.append(f"  br i1 {combining}, label %combine{n}, label %share{n}")
-  f.label(f"combine{n}")
-  f.lines.append(f"  br label %fold{n}")
-  f.label(f"fold{n}")
-  f.lines.append(f"  %c{n} = phi i64 [ 0, %combine{n} ], [ %c{n}.next, %fold{n} ]")
-  for k, (acc, op) in enumerate(f.partials):
-    dt = acc.dtype.scalar()
-    folded = _fold(f, op, dt, _load_value(f, dt, f.val[acc], f.ptr(acc)), _load_value(f, dt, _partial(f, k, f"%c{n}")))
-    _store_value(f, dt, f.val[acc], folded, f.ptr(acc))
-  f.lines.append(f"  %c{n}.next = add nuw nsw i64 %c{n}, 1")
-  f.lines.append(f"  br i1 {f.emit(f'icmp ult i64 %c{n}.next, %core_count')}, label %fold{n}, label %exit{n}")
-  f.label(f"share{n}")
-
-def _leave_partials(f: _Function, n: str) -> None:
-  partial = f.emit(f"and i1 {f.emit('icmp ugt i64 %core_count, 1')}, {f.emit('icmp ult i64 %core_id, %core_count')}")
-  f.lines.append(f"  br i1 {partial}, label %partial{n}, label %rest{n}")
-  f.label(f"partial{n}")
-  for k, (acc, _) in enumerate(f.partials):
-    dt = acc.dtype.scalar()
-    _store_value(f, dt, _partial(f, k, "%core_id"), _load_value(f, dt, f.val[acc], f.ptr(acc)))
-  f.lines.append("  ret void")
-  f.label(f"rest{n}")
-
-def _fold(f: _Function, op: Ops, dt: DType, a: str, b: str) -> str:
-  """a <op> b for a reduce op (ADD, MUL, MAX) on registers of dtype dt."""
-  t = _REG[dt]
-  if dt is dtypes.bool: return f.emit(f"{_BOOL[op]} i1 {a}, {b}")
-  if _isf(dt):
-    out = f.call("maximum", t, a, b) if op is Ops.MAX else f.emit(f"{_FOPS[op]} reassoc nsz {t} {a}, {b}")
-    return _bf16(f, out) if dt is dtypes.bfloat16 else out
-  if op is not Ops.MAX: return f.emit(f"{op.name.lower()} {t} {a}, {b}")
-  gt = f.emit(f"icmp {'sgt' if _signed(dt) else 'ugt'} {t} {a}, {b}")
-  return f.emit(f"select i1 {gt}, {t} {a}, {t} {b}")
 
 def _if(f: _Function, u: UOp) -> None:
   n = f.tmp()[2:]

@@ -1,8 +1,8 @@
 """The CPU device: core's LLVM IR renderer, llvmlite compiling for the host CPU at O3, objects loaded into one MCJIT engine
 and called through ctypes on host memory from core's HostAllocator (numpy arrays, so buffers are shared with numpy).
 
-Kernels whose outermost loop can be split run on several cores: the program calls the kernel once per core from a thread
-pool with (core_id, core_count), and ctypes releases the GIL for each call. Small kernels run on the calling thread.
+A kernel with a THREAD axis runs on several cores: the program calls it once per value of that axis (its core_id) from a
+thread pool, and ctypes releases the GIL for each call.
 """
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ import weakref
 from concurrent.futures import ThreadPoolExecutor
 
 import llvmlite.binding as llvm
-import numpy as np
 from tinyspec.device import HostAllocator, Program, Runtime
 from tinyspec.renderer.llvmir import KernelInfo
 
@@ -52,25 +51,20 @@ class CPUProgram(Program):
     self.info, self.runtime = KernelInfo.parse(header.decode()), runtime
     self.engine, addr = runtime.load(symbol.decode(), obj)  # the engine lives as long as a program loaded into it
     info = self.info
-    args = [ctypes.c_void_p] * len(info.buffers) + [ctypes.c_int64] * len(info.variables) + [ctypes.c_void_p] * bool(info.partials)
-    self.fn = ctypes.CFUNCTYPE(None, *args, *[ctypes.c_int64] * (2 * (info.split is not None)))(addr)
-    # threads only pay off with enough work for each; the split loop also caps them (one iteration each at most)
-    self.cores = max(1, min(runtime.threads, info.split or 1, info.work // target.MIN_WORK_PER_THREAD))
-    # a split reduction's cores leave their accumulators here (8 bytes each), for one more call to combine
-    self.partials = np.zeros(info.partials * self.cores, np.int64) if info.partials else None
-    self.lock = threading.Lock()
+    args = [ctypes.c_void_p] * len(info.buffers) + [ctypes.c_int64] * (len(info.variables) + (info.calls is not None))
+    self.fn = ctypes.CFUNCTYPE(None, *args)(addr)
+    # threads only pay off with enough work for each (the optimizer decided that when it made the THREAD axis; the work
+    # may still be small where a variable bound is)
+    self.cores = max(1, min(runtime.threads, info.calls or 1, info.work // target.MIN_WORK_PER_THREAD))
 
   def __call__(self, *bufs, global_size=None, local_size=None, vals=(), wait=False):
     if len(bufs) != len(self.info.buffers): raise TypeError(f"{self.name} takes {len(self.info.buffers)} buffers, got {len(bufs)}")
     st = time.perf_counter()
-    args = [_address(b) for b in bufs] + list(vals) + ([self.partials.ctypes.data] if self.partials is not None else [])
-    if self.info.split is None: self.fn(*args)
-    elif self.cores == 1: self.fn(*args, 0, 1)
-    elif self.partials is None: self.runtime.parallel(self.fn, args, self.cores)
-    else:
-      with self.lock:  # the partials are this program's: two calls at once must not share them
-        self.runtime.parallel(self.fn, args, self.cores)
-        self.fn(*args, self.cores, self.cores)
+    args = [_address(b) for b in bufs] + list(vals)
+    if self.info.calls is None: self.fn(*args)
+    elif self.cores == 1:
+      for core in range(self.info.calls): self.fn(*args, core)
+    else: self.runtime.parallel(self.fn, args, self.info.calls)
     return time.perf_counter() - st if wait else None
 
 OBJECTS_PER_ENGINE = 64
@@ -113,9 +107,9 @@ class CPURuntime(Runtime):
   def program(self, name: str, binary: bytes) -> Program: return CPUProgram(name, binary, self)
 
   def parallel(self, fn, args: list[int], n: int) -> None:
-    """fn(*args, core, n) for each core in 0..n-1 (n <= threads), the first on this thread, the others on the pool, at once."""
+    """fn(*args, core) for each core in 0..n-1: the first on this thread, the others on the pool (threads - 1 of them)."""
     if self.pool is None or self.pool_pid != os.getpid():  # a forked child inherits the pool but not its threads
       self.pool, self.pool_pid = ThreadPoolExecutor(self.threads - 1, thread_name_prefix="tinyspec-cpu"), os.getpid()
-    futures = [self.pool.submit(fn, *args, i, n) for i in range(1, n)]
-    fn(*args, 0, n)
+    futures = [self.pool.submit(fn, *args, i) for i in range(1, n)]
+    fn(*args, 0)
     for f in futures: f.result()
