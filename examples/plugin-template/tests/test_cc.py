@@ -14,8 +14,8 @@ from tinyspec.device import Buffer, CompileError
 from tinyspec.dtype import INTS, SINTS, DType
 from tinyspec.engine.linearize import linearize
 from tinyspec.uop import AxisType, Ops, UOp
+from tinyspec_ctemplate.compiler import CCompiler
 from tinyspec_ctemplate.renderer import CRenderer
-from tinyspec_ctemplate.runtime import CCompiler
 
 DEV = "CC"
 
@@ -47,7 +47,7 @@ def check(got: np.ndarray, want: np.ndarray):
   assert got.dtype == want.dtype, (got.dtype, want.dtype)
   np.testing.assert_array_equal(got, want)
 
-def ok(dt: DType) -> bool: return dt in Device[DEV].renderer.dtypes
+def ok(dt: DType) -> bool: return dt in Device[DEV].renderer.supported_dtypes
 
 # ---- elementwise ops: (Tensor op, numpy reference with tinyspec's semantics, which dtypes) ----
 
@@ -207,8 +207,8 @@ def test_renders_readable_c():
   assert re.search(r"for \(int64_t (ridx\d+) = 0; \1 < 4; \1\+\+\) {", src), src
 
 def test_declares_float16_only_with_a_compiler_that_has_it():
-  assert dtypes.float16 in CRenderer().dtypes and dtypes.float16 not in CRenderer(float16=False).dtypes
-  assert dtypes.bfloat16 not in CRenderer().dtypes  # C has no bfloat16
+  assert dtypes.float16 in CRenderer().supported_dtypes and dtypes.float16 not in CRenderer(float16=False).supported_dtypes
+  assert dtypes.bfloat16 not in CRenderer().supported_dtypes  # C has no bfloat16
 
 def test_probe_names_the_missing_compiler(monkeypatch):
   from tinyspec_ctemplate import plugin

@@ -9,7 +9,7 @@ from tinyspec.hookspecs import hookimpl
 
 
 def _probe() -> str | None:
-  from tinyspec_ctemplate.runtime import find_cc
+  from tinyspec_ctemplate.compiler import find_cc
   return None if find_cc() else "no C compiler: neither $CC nor cc is on PATH (install gcc or clang, e.g. apt-get install gcc)"
 
 def _open(name: str):
@@ -17,7 +17,7 @@ def _open(name: str):
   return CRuntime(name)
 
 def _info() -> str:
-  from tinyspec_ctemplate.runtime import describe, find_cc
+  from tinyspec_ctemplate.compiler import describe, find_cc
   return describe(find_cc())[0]
 
 @hookimpl

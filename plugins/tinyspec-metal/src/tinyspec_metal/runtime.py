@@ -10,8 +10,9 @@ import platform
 import Metal
 import numpy as np
 import objc
-from tinyspec.device import CompileError, Compiler, LRUAllocator, Program, Runtime
+from tinyspec.device import LRUAllocator, Program, Runtime
 
+from tinyspec_metal.compiler import MetalCompiler
 from tinyspec_metal.renderer import MetalRenderer
 
 
@@ -23,23 +24,6 @@ def _gpu(ordinal: int):
 def describe_gpu(ordinal: int) -> str:
   """e.g. "Apple M2 Pro, macOS 14.5"."""
   return f"{_gpu(ordinal).name()}, macOS {platform.mac_ver()[0]}"
-
-class MetalCompiler(Compiler):
-  """Compiles with the device's Metal compiler, fast math off (Metal's default is on, which breaks NaN and rounding
-  semantics). Metal keeps no portable binary of a library, so the result is the checked source, compiled again when the
-  program is loaded (Metal caches that compile itself)."""
-  name = "metal"
-  def __init__(self, device):
-    self.device, self.version = device, f"metal {device.name()} macOS {platform.mac_ver()[0]} fastmath=off"
-    self.options = Metal.MTLCompileOptions.new()
-    self.options.setFastMathEnabled_(False)
-  def library(self, src: str):
-    lib, err = self.device.newLibraryWithSource_options_error_(src, self.options, None)
-    if lib is None: raise CompileError(self.name, str(err.localizedDescription()) if err is not None else "unknown error", src)
-    return lib
-  def compile(self, src: str) -> bytes:
-    self.library(src)
-    return src.encode()
 
 class MetalBuffer:
   """An allocator handle: an MTLBuffer and a byte offset into it (non-zero for views)."""
