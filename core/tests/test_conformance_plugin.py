@@ -79,7 +79,7 @@ from tinyspec.interpreter.runtime import PythonCompiler, PythonProgram, PythonRe
 class FakeRenderer(PythonRenderer):  # the interpreter, declaring fewer capabilities: no workgroups, no float64
   device = "FAKE"
   has_local, has_shared, local_max, shared_max = False, False, None, 0
-  dtypes = frozenset(d for d in PythonRenderer.dtypes if d.name != "float64")
+  supported_dtypes = frozenset(d for d in PythonRenderer.supported_dtypes if d.name != "float64")
 
 class FakeRuntime(Runtime):
   def __init__(self, name): super().__init__(name, FakeRenderer(), PythonCompiler(), HostAllocator())

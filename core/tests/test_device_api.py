@@ -117,12 +117,12 @@ def test_renderer_defaults_and_supports():
   r = FakeRenderer()
   assert r.supports(Ops.ADD) and r.supports(Ops.WHERE) and r.supports(Ops.SQRT) and not r.supports(Ops.SIN)
   assert (r.has_local, r.has_shared, r.local_max, r.tensor_cores) == (False, False, None, ())
-  assert dtypes.float32 in r.dtypes and dtypes.bfloat16 in r.dtypes and dtypes.index not in r.dtypes
+  assert dtypes.float32 in r.supported_dtypes and dtypes.bfloat16 in r.supported_dtypes and dtypes.index not in r.supported_dtypes
 
 @pytest.mark.parametrize("attrs, message", [
   ({"native": frozenset({Ops.ADD})}, "native must be a frozenset of GroupOp.Decomposed ops, got ['ADD']"),
   ({"native": {Ops.SIN}}, "native must be a frozenset"),
-  ({"dtypes": frozenset({dtypes.float32.vec(4)})}, "dtypes must be a frozenset of scalar DTypes"),
+  ({"supported_dtypes": frozenset({dtypes.float32.vec(4)})}, "supported_dtypes must be a frozenset of scalar DTypes"),
   ({"local_max": (256, 256, 64)}, "sets local_max but has_local is False"),
 ])
 def test_renderer_rejects_bad_tables_at_class_creation(attrs, message):
@@ -442,7 +442,7 @@ def test_unallocated_and_unsupported_uses():
 
 def test_a_kernel_in_a_dtype_the_device_lacks_is_refused_naming_device_and_dtype(fake_device, monkeypatch):
   from tinyspec import Tensor
-  monkeypatch.setattr(fake_device.renderer, "dtypes", frozenset({dtypes.float32, dtypes.int32}))
+  monkeypatch.setattr(fake_device.renderer, "supported_dtypes", frozenset({dtypes.float32, dtypes.int32}))
   x = Tensor(np.array([1.5, 2.5]), dtype=dtypes.float64, device="FAKE")  # storing a float64 needs no kernel
   with pytest.raises(DeviceError, match=r"^FAKE does not support float64 \(its dtypes: float32, int32\)$"): (x * 3).realize()
   with pytest.raises(DeviceError, match=r"^FAKE does not support bfloat16 and float64 "): x.cast(dtypes.bfloat16).realize()

@@ -79,7 +79,7 @@ def test_tensor_cores():
 def test_limits():
   r = AMDRenderer()
   assert r.has_local and r.has_shared and r.local_max == (1024, 1024, 1024) and r.shared_max == 65536 and r.threads == 1
-  assert {d.name for d in r.dtypes} >= {"bool", "int8", "uint64", "float16", "bfloat16", "float32", "float64"}
+  assert {d.name for d in r.supported_dtypes} >= {"bool", "int8", "uint64", "float16", "bfloat16", "float32", "float64"}
 
 def test_renders_without_llvmlite():
   code = "import sys, tinyspec_amd.plugin, tinyspec_amd.renderer; sys.exit('llvmlite' in sys.modules)"

@@ -121,10 +121,10 @@ def test_tensor_core_tables():
   for arch in ("sm_75", "sm_80", "sm_90"):
     r = CUDARenderer(arch)
     assert r.tensor_cores and all(tc.threads == 32 and tc.name.startswith("mma.sync") for tc in r.tensor_cores)
-    assert any(tc.dtype_in is dtypes.bfloat16 for tc in r.tensor_cores) == (arch != "sm_75") == (dtypes.bfloat16 in r.dtypes)
+    assert any(tc.dtype_in is dtypes.bfloat16 for tc in r.tensor_cores) == (arch != "sm_75") == (dtypes.bfloat16 in r.supported_dtypes)
   tc = next(t for t in CUDARenderer("sm_90").tensor_cores if t.dtype_in is dtypes.float16 and t.dtype_out is dtypes.float32)
   assert (tc.dims, tc.elements) == ((16, 8, 16), (8, 4, 4))
-  assert dtypes.bfloat16 in Device["CUDA_CHECK"].renderer.dtypes  # the interpreter running CUDA_CHECK computes in bfloat16 too
+  assert dtypes.bfloat16 in Device["CUDA_CHECK"].renderer.supported_dtypes  # the interpreter running CUDA_CHECK computes in bfloat16 too
 
 def test_devices_listing():
   rows = {r.name: r for r in Device.listing()}

@@ -74,7 +74,7 @@ def test_every_dtype_checks(check, dt):
   check.compile(src)
 
 def test_metal_has_no_double():
-  assert dtypes.float64 not in MetalRenderer().dtypes and dtypes.float64 not in Device["METAL_CHECK"].renderer.dtypes
+  assert dtypes.float64 not in MetalRenderer().supported_dtypes and dtypes.float64 not in Device["METAL_CHECK"].renderer.supported_dtypes
   with pytest.raises(NotImplementedError, match="MetalRenderer has no type for dtypes.float64"):
     MetalRenderer().render("d", lower(store(param(0, 2, dtypes.float64), i := special("lidx0", 2), load(param(1, 2, dtypes.float64), i))))
 

@@ -153,7 +153,7 @@ def test_limits_come_from_the_device():
   import pyopencl as cl
   d, r = Device[DEV].device, Device[DEV].renderer
   assert isinstance(d, cl.Device) and max(r.local_max) <= d.max_work_group_size and r.shared_max == d.local_mem_size
-  assert (dtypes.float64 in r.dtypes) == ("cl_khr_fp64" in d.extensions) and dtypes.float16 in r.dtypes
+  assert (dtypes.float64 in r.supported_dtypes) == ("cl_khr_fp64" in d.extensions) and dtypes.float16 in r.supported_dtypes
 
 def test_a_device_index_past_the_last_says_which_exist():
   with pytest.raises(Exception, match=r"OPENCL:9: there (is|are) only \d+ OpenCL device.*OPENCL:0 "):

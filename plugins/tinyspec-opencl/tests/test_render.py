@@ -81,8 +81,9 @@ def test_floor_division_helper_only_when_used():
 
 def test_device_limits_from_constructor():
   r = OpenCLRenderer(local_max=(1024, 1024, 64), shared_max=65536, float64=False)
-  assert (r.local_max, r.shared_max) == ((1024, 1024, 64), 65536) and dtypes.float64 not in r.dtypes and dtypes.float16 in r.dtypes
-  assert OpenCLRenderer.has_local and OpenCLRenderer.has_shared and dtypes.bfloat16 not in OpenCLRenderer.dtypes
+  assert (r.local_max, r.shared_max) == ((1024, 1024, 64), 65536)
+  assert dtypes.float64 not in r.supported_dtypes and dtypes.float16 in r.supported_dtypes
+  assert OpenCLRenderer.has_local and OpenCLRenderer.has_shared and dtypes.bfloat16 not in OpenCLRenderer.supported_dtypes
 
 def test_importing_the_plugin_imports_no_pyopencl():
   code = "import sys, tinyspec_opencl.plugin, tinyspec_opencl.renderer; print('pyopencl' in sys.modules)"

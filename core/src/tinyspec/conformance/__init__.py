@@ -62,7 +62,7 @@ class Capabilities:
     """The capabilities of `device` (opens it)."""
     from tinyspec.device import Device
     r = Device[device].renderer
-    return cls(device, frozenset(r.dtypes) & frozenset(TENSOR_DTYPES), frozenset(r.native), bool(r.has_local), bool(r.has_shared),
+    return cls(device, frozenset(r.supported_dtypes) & frozenset(TENSOR_DTYPES), frozenset(r.native), bool(r.has_local), bool(r.has_shared),
                tuple(r.tensor_cores), int(getattr(r, "threads", 1)), tuple(getattr(r, "vector_widths", (1,))))
 
   def require_dtype(self, *dts: DType) -> None:

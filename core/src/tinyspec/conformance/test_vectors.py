@@ -48,7 +48,7 @@ def upcast_last(n: int) -> Callable[[UOp, Renderer], list[O.Opt]]:
 @pytest.mark.parametrize("dt", [dtypes.float32, dtypes.int32, dtypes.float16])
 def test_upcast_loads_and_stores_in_the_widths_the_device_has(dev, dt, n):
   renderer = Device[dev].renderer
-  if dt not in renderer.dtypes: pytest.skip(f"device {dev} does not support dtype {dt.name}")
+  if dt not in renderer.supported_dtypes: pytest.skip(f"device {dev} does not support dtype {dt.name}")
   a, b = data(dt, (8, 32), seed=1), data(dt, (8, 32), seed=2)
   with compiled(upcast_last(n)) as kernels: got = (Tensor(a, device=dev) + Tensor(b, device=dev) * 3).numpy()
   check(got, a + b * np.array(3, dt.np), rtol=2e-3 if dt is dtypes.float16 else 1e-6)

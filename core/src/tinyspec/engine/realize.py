@@ -132,8 +132,8 @@ def _show(stage: str, u: UOp):
 def _check_dtypes(ast: UOp, device: str, renderer) -> None:
   """Refuse, before any lowering, a kernel whose values have a dtype the device's renderer does not declare."""
   used = {u.dtype.base if isinstance(u.dtype, PtrDType) else u.dtype.scalar() for u in ast.toposort()}
-  if missing := sorted(d.name for d in used - renderer.dtypes if d not in (dtypes.index, dtypes.void)):
-    have = ", ".join(sorted(d.name for d in renderer.dtypes))
+  if missing := sorted(d.name for d in used - renderer.supported_dtypes if d not in (dtypes.index, dtypes.void)):
+    have = ", ".join(sorted(d.name for d in renderer.supported_dtypes))
     raise DeviceError(f"{device} does not support {' and '.join(missing)} (its dtypes: {have})")
 
 def compile_kernel(ast: UOp, device: str) -> CompiledKernel:

@@ -70,7 +70,7 @@ class Renderer:
   runs a workgroup's lanes one after another (OpenCL on a CPU) wants few."""
   tensor_cores: tuple[TensorCore, ...] = ()
   """The matrix instructions this device has, one entry per shape and dtype combination; empty when there are none."""
-  dtypes: frozenset[DType] = STORABLE
+  supported_dtypes: frozenset[DType] = STORABLE
   """Scalar dtypes this renderer can load, store and compute in; kernels using others are refused before rendering."""
   threads: int = 1
   """How many threads one kernel may run on at once (its THREAD axis split over them); 1 runs each kernel on one thread.
@@ -94,7 +94,7 @@ class Renderer:
     if not isinstance(cls.native, frozenset) or not cls.native <= GroupOp.Decomposed:
       bad = sorted(o.name for o in cls.native - GroupOp.Decomposed) if isinstance(cls.native, frozenset) else cls.native
       raise TypeError(f"{cls.__name__}.native must be a frozenset of GroupOp.Decomposed ops, got {bad!r} outside it")
-    for name in ("dtypes", "vector_dtypes"):
+    for name in ("supported_dtypes", "vector_dtypes"):
       if not isinstance(got := getattr(cls, name), frozenset) or not all(isinstance(d, DType) and d.count == 1 for d in got):
         raise TypeError(f"{cls.__name__}.{name} must be a frozenset of scalar DTypes, got {got!r}")
     if cls.local_max is not None and not cls.has_local: raise TypeError(f"{cls.__name__} sets local_max but has_local is False")

@@ -24,13 +24,14 @@ from __future__ import annotations
 import functools
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from tinyspec.dtype import FLOATS, SINTS, AddrSpace, DType, bf16_round, dtypes
 from tinyspec.renderer import Renderer
-from tinyspec.uop.ops import Ops
+from tinyspec.uop.ops import GroupOp, Ops
 from tinyspec.uop.spec import buffer_of, reads_lane, vector_index
 from tinyspec.uop.uop import UOp
 
@@ -81,7 +82,7 @@ class CStyleRenderer(Renderer):
   Methods to override for larger differences (each documented below): `render_bitcast`, `render_float`, `vector_type`,
   `render_vectorize`, `render_lane`, `render_load`, `render_store`, `render_vector_load`, `render_vector_store`,
   `render_atomic_add`, `render_special`, `helpers`, `render_prelude`, `render_params`, `buffer_param`, `var_param`,
-  `render_kernel`, and `render_alu` for an op whose C form differs.
+  `kernel_attributes`, `render_kernel`, and `render_alu` for an op whose C form differs.
   """
   type_map: dict[DType, str] = {}
   kernel_prefix: str = ""
@@ -269,96 +270,139 @@ class CStyleRenderer(Renderer):
     name. Metal overrides this to add [[buffer(n)]] and the thread-position parameters."""
     return [self.buffer_param(*b) for b in bufs] + [self.var_param(v) for v in variables]
 
+  def kernel_attributes(self, k: CKernel) -> str:
+    """What goes between `void` and the kernel's name, e.g. CUDA's `__launch_bounds__(256) `; nothing by default."""
+    return ""
+
   def render_kernel(self, k: CKernel) -> str:
-    """The whole source: prelude, then `kernel_prefix void name(params) { decls body }`."""
+    """The whole source: prelude, then `kernel_prefix void attributes name(params) { decls body }`."""
     lines = [f"  {d}" for d in k.decls] + k.body
-    return f"{self.render_prelude(k)}\n{self.kernel_prefix}void {k.name}({', '.join(k.params) or 'void'}) {{\n" + "\n".join(lines) + "\n}\n"
+    head = f"{self.kernel_prefix}void {self.kernel_attributes(k)}{k.name}({', '.join(k.params) or 'void'})"
+    return f"{self.render_prelude(k)}\n{head} {{\n" + "\n".join(lines) + "\n}\n"
 
   # *** the program ***
 
   def render(self, name: str, linear: UOp) -> str:
-    """The source of kernel `name` (see the module docstring for its shape)."""
-    expr: dict[UOp, str] = {}   # each instruction's expression: its variable, or the expression itself where inlined
-    bufs: dict[int, DType] = {}
-    variables: list[str] = []
-    decls: list[str] = []
-    body: list[str] = []
-    used: set[DType] = set()
-    local_size = [1, 1, 1]
-    depth = 1
-    written = {b.arg[0] for u in linear.src if u.op in (Ops.STORE, Ops.ATOMICADD) and (b := buffer_of(u.src[0])).op is Ops.PARAM}
-    def emit(line: str): body.append("  " * depth + line)
-    def access(idx: UOp) -> tuple[str, str, AddrSpace]:  # (buffer, index, memory) of the element an INDEX (maybe under AFTERs) names
-      while idx.op is Ops.AFTER: idx = idx.src[0]
-      if idx.op is not Ops.INDEX or len(idx.src) != 2: raise NotImplementedError(f"{type(self).__name__}: memory access through {idx.op.name}")
-      b, (at, _) = buffer_of(idx), vector_index(idx.src[1]) or (idx.src[1], 1)  # a vector's address is its first element's
-      return expr[idx.src[0]], expr[at], AddrSpace.GLOBAL if b.op is Ops.PARAM else b.arg[3]
-    def define(i: int, u: UOp, value: str):  # a new variable holding instruction i's value
-      expr[u] = f"v{i}"
-      emit(f"{self.render_dtype(self._vdtype(u))} v{i} = {value};")
-
+    """The source of kernel `name` (see the module docstring for its shape): each instruction through its entry of the
+    op table `_RENDER`."""
+    k = _Kernel(self, name, linear)
     for i, u in enumerate(linear.src):
-      op = u.op
-      if u.dtype not in (dtypes.void, dtypes.index): used.add(u.dtype.scalar())
-      if op is Ops.CONST: expr[u] = self.render_const(u.arg[0], u.dtype)
-      elif u.dtype is dtypes.index and u.shape: pass  # a shape, or a vector's address (its lanes): nothing to run
-      elif op is Ops.STACK: define(i, u, self.render_vectorize([expr[s] for s in u.src], u.dtype.vec(len(u.src))))
-      elif op is Ops.PARAM and isinstance(u.arg[0], str):  # an integer variable of the kernel, passed by value
-        if not u.arg[0].isidentifier(): raise NotImplementedError(f"variable name {u.arg[0]!r} is not a C identifier")
-        expr[u] = u.arg[0]
-        variables.append(u.arg[0])
-      elif op is Ops.PARAM:
-        expr[u] = f"data{u.arg[0]}"
-        bufs[u.arg[0]] = u.dtype
-      elif op is Ops.BUFFER:  # REG: an accumulator or small per-thread array; LOCAL: memory shared by a workgroup
-        space = u.arg[3]
-        if space not in (AddrSpace.REG, AddrSpace.LOCAL) or (space is AddrSpace.LOCAL and not self.has_shared):
-          raise NotImplementedError(f"{type(self).__name__} has no {space.name} memory")
-        expr[u] = v = f"{'reg' if space is AddrSpace.REG else 'local'}{u.arg[0]}"
-        decls.append(f"{self.local_prefix if space is AddrSpace.LOCAL else ''}{self.render_dtype(u.dtype)} {v}[{u.shape[0] if u.shape else 1}];")
-      elif op is Ops.SPECIAL:
-        expr[u] = u.arg
-        emit(f"{self.render_dtype(dtypes.index)} {u.arg} = {self.render_special(u.arg)}; /* {expr[u.src[0]]} */")
-        if u.arg.startswith("lidx") and u.size is not None: local_size[int(u.arg[4:])] = u.size
-      elif op is Ops.AFTER: expr[u] = expr[u.src[0]]  # ordering only: statements run in the order written
-      elif op is Ops.INDEX and reads_lane(u): expr[u] = self.render_lane(expr[u.src[0]], u.src[1].arg[0], u.src[0].shape[0])
-      elif op is Ops.INDEX:
-        if len(u.src) != 2: raise NotImplementedError(f"INDEX with {len(u.src) - 1} indices (the pipeline makes flat ones)")
-        if not u.src[1].shape: expr[u] = f"{expr[u.src[0]]}[{expr[u.src[1]]}]"  # (a vector's address is only read by access)
-      elif op is Ops.LOAD and u.shape: define(i, u, self.render_vector_load(*access(u.src[0]), self._vdtype(u)))  # never gated
-      elif op is Ops.LOAD:  # a gated load reads memory only where the gate holds, and is alt elsewhere
-        val = self.render_load(*access(u.src[0]), u.dtype)
-        define(i, u, val if len(u.src) == 1 else f"({expr[u.src[2]]} ? {val} : {expr[u.src[1]]})")
-      elif op is Ops.STORE and u.src[1].shape: emit(self.render_vector_store(*access(u.src[0]), expr[u.src[1]], self._vdtype(u.src[1])))
-      elif op is Ops.STORE:
-        emit(("" if len(u.src) == 2 else f"if ({expr[u.src[2]]}) ") + self.render_store(*access(u.src[0]), expr[u.src[1]], u.src[1].dtype))
-      elif op is Ops.ATOMICADD: emit(self.render_atomic_add(expr[u.src[0]], expr[u.src[1]], u.src[1].dtype))
-      elif op is Ops.BARRIER:
-        if not self.barrier: raise NotImplementedError(f"{type(self).__name__} has no barrier")
-        emit(self.barrier)
-      elif op is Ops.RANGE:
-        expr[u] = v = f"ridx{i}"
-        emit(f"for ({self.render_dtype(dtypes.index)} {v} = 0; {v} < {expr[u.src[0]]}; {v}++) {{")
-        depth += 1
-      elif op is Ops.IF:
-        emit(f"if ({expr[u.src[0]]}) {{")
-        depth += 1
-      elif op in (Ops.END, Ops.ENDIF):
-        depth -= 1
-        emit("}")
-      elif op is Ops.GROUP: pass  # groups stores that are already in order
-      elif op is Ops.CUSTOM:  # arg is a format string over the sources' expressions: a statement, or a value if typed
-        text = u.arg.format(*(expr[s] for s in u.src))
-        if u.dtype is dtypes.void: emit(text)
-        else: define(i, u, text)
-      elif self.supports(op) or op is Ops.BITCAST:  # primitives and `native`
-        define(i, u, self.render_alu(op, self._vdtype(u), u.src[0].dtype, [expr[s] for s in u.src]))
-      else: raise NotImplementedError(f"{type(self).__name__} cannot render {op.name} (instruction {i} of {name})")
-    params = self.render_params([(k, bufs[k], k in written) for k in sorted(bufs)], sorted(variables))  # vals come in name order
-    return self.render_kernel(CKernel(name, params, decls, body, used, (local_size[0], local_size[1], local_size[2])))
+      if u.dtype not in (dtypes.void, dtypes.index): k.used.add(u.dtype.scalar())
+      if u.dtype is dtypes.index and u.shape: continue  # a shape, or a vector's address (its lanes): nothing to run
+      if (fn := _RENDER.get(u.op)) is None: raise NotImplementedError(f"{type(self).__name__} cannot render {u.op.name} (instruction {i} of {name})")
+      fn(k, i, u)
+    params = self.render_params([(s, k.bufs[s], s in k.written) for s in sorted(k.bufs)], sorted(k.variables))  # vals come in name order
+    return self.render_kernel(CKernel(name, params, k.decls, k.body, k.used, (k.local_size[0], k.local_size[1], k.local_size[2])))
 
   def _vdtype(self, u: UOp) -> DType:
     # a STACK of values (and ops on one) is a vector of its length; everything else has the dtype's own type
     n = u.shape[0] if len(u.shape) == 1 and u.op not in (Ops.PARAM, Ops.BUFFER) else 1
     return u.dtype if n == 1 or u.dtype.count > 1 else u.dtype.vec(n)
 
+
+
+class _Kernel:
+  """The state of rendering one kernel: each instruction's expression (its variable, or the expression itself where
+  inlined), the parameters and declarations found so far, and the body's lines at the current depth of blocks."""
+  def __init__(self, r: CStyleRenderer, name: str, linear: UOp):
+    self.r, self.name = r, name
+    self.expr: dict[UOp, str] = {}
+    self.bufs: dict[int, DType] = {}
+    self.variables: list[str] = []
+    self.decls: list[str] = []
+    self.body: list[str] = []
+    self.used: set[DType] = set()
+    self.local_size = [1, 1, 1]
+    self.depth = 1
+    self.written = {b.arg[0] for u in linear.src if u.op in (Ops.STORE, Ops.ATOMICADD) and (b := buffer_of(u.src[0])).op is Ops.PARAM}
+
+  def emit(self, line: str) -> None: self.body.append("  " * self.depth + line)
+
+  def define(self, i: int, u: UOp, value: str) -> None:
+    """A new variable holding instruction i's value."""
+    self.expr[u] = f"v{i}"
+    self.emit(f"{self.r.render_dtype(self.r._vdtype(u))} v{i} = {value};")
+
+  def access(self, idx: UOp) -> tuple[str, str, AddrSpace]:
+    """(buffer, index, memory) of the element an INDEX (maybe under AFTERs) names; a vector's address is its first element's."""
+    while idx.op is Ops.AFTER: idx = idx.src[0]
+    if idx.op is not Ops.INDEX or len(idx.src) != 2: raise NotImplementedError(f"{type(self.r).__name__}: memory access through {idx.op.name}")
+    b, (at, _) = buffer_of(idx), vector_index(idx.src[1]) or (idx.src[1], 1)
+    return self.expr[idx.src[0]], self.expr[at], AddrSpace.GLOBAL if b.op is Ops.PARAM else b.arg[3]
+
+# ---- the op table: one function per op (or group of ops), each writing its instruction into the kernel ----
+
+def _param(k: _Kernel, i: int, u: UOp) -> None:
+  if isinstance(u.arg[0], str):  # an integer variable of the kernel, passed by value
+    if not u.arg[0].isidentifier(): raise NotImplementedError(f"variable name {u.arg[0]!r} is not a C identifier")
+    k.expr[u] = u.arg[0]
+    k.variables.append(u.arg[0])
+  else:
+    k.expr[u] = f"data{u.arg[0]}"
+    k.bufs[u.arg[0]] = u.dtype
+
+def _buffer(k: _Kernel, i: int, u: UOp) -> None:  # REG: an accumulator or small per-thread array; LOCAL: memory shared by a workgroup
+  space = u.arg[3]
+  if space not in (AddrSpace.REG, AddrSpace.LOCAL) or (space is AddrSpace.LOCAL and not k.r.has_shared):
+    raise NotImplementedError(f"{type(k.r).__name__} has no {space.name} memory")
+  k.expr[u] = v = f"{'reg' if space is AddrSpace.REG else 'local'}{u.arg[0]}"
+  k.decls.append(f"{k.r.local_prefix if space is AddrSpace.LOCAL else ''}{k.r.render_dtype(u.dtype)} {v}[{u.shape[0] if u.shape else 1}];")
+
+def _special(k: _Kernel, i: int, u: UOp) -> None:
+  k.expr[u] = u.arg
+  k.emit(f"{k.r.render_dtype(dtypes.index)} {u.arg} = {k.r.render_special(u.arg)}; /* {k.expr[u.src[0]]} */")
+  if u.arg.startswith("lidx") and u.size is not None: k.local_size[int(u.arg[4:])] = u.size
+
+def _index(k: _Kernel, i: int, u: UOp) -> None:
+  if reads_lane(u): k.expr[u] = k.r.render_lane(k.expr[u.src[0]], u.src[1].arg[0], u.src[0].shape[0]); return
+  if len(u.src) != 2: raise NotImplementedError(f"INDEX with {len(u.src) - 1} indices (the pipeline makes flat ones)")
+  if not u.src[1].shape: k.expr[u] = f"{k.expr[u.src[0]]}[{k.expr[u.src[1]]}]"  # (a vector's address is only read by access)
+
+def _load(k: _Kernel, i: int, u: UOp) -> None:
+  if u.shape: return k.define(i, u, k.r.render_vector_load(*k.access(u.src[0]), k.r._vdtype(u)))  # a vector: never gated
+  val = k.r.render_load(*k.access(u.src[0]), u.dtype)  # a gated load reads memory only where the gate holds, and is alt elsewhere
+  k.define(i, u, val if len(u.src) == 1 else f"({k.expr[u.src[2]]} ? {val} : {k.expr[u.src[1]]})")
+
+def _store(k: _Kernel, i: int, u: UOp) -> None:
+  if u.src[1].shape: return k.emit(k.r.render_vector_store(*k.access(u.src[0]), k.expr[u.src[1]], k.r._vdtype(u.src[1])))
+  k.emit(("" if len(u.src) == 2 else f"if ({k.expr[u.src[2]]}) ") + k.r.render_store(*k.access(u.src[0]), k.expr[u.src[1]], u.src[1].dtype))
+
+def _barrier(k: _Kernel, i: int, u: UOp) -> None:
+  if not k.r.barrier: raise NotImplementedError(f"{type(k.r).__name__} has no barrier")
+  k.emit(k.r.barrier)
+
+def _open(k: _Kernel, line: str) -> None:
+  k.emit(line)
+  k.depth += 1
+
+def _range(k: _Kernel, i: int, u: UOp) -> None:
+  k.expr[u] = v = f"ridx{i}"
+  _open(k, f"for ({k.r.render_dtype(dtypes.index)} {v} = 0; {v} < {k.expr[u.src[0]]}; {v}++) {{")
+
+def _close(k: _Kernel, i: int, u: UOp) -> None:
+  k.depth -= 1
+  k.emit("}")
+
+def _custom(k: _Kernel, i: int, u: UOp) -> None:  # arg is a format string over the sources' expressions: a statement, or a value if typed
+  text = u.arg.format(*(k.expr[s] for s in u.src))
+  if u.dtype is dtypes.void: k.emit(text)
+  else: k.define(i, u, text)
+
+def _alu(k: _Kernel, i: int, u: UOp) -> None:  # the primitives, the `native` decomposed ops, and BITCAST
+  if not (k.r.supports(u.op) or u.op is Ops.BITCAST):
+    raise NotImplementedError(f"{type(k.r).__name__} cannot render {u.op.name} (instruction {i} of {k.name})")
+  k.define(i, u, k.r.render_alu(u.op, k.r._vdtype(u), u.src[0].dtype, [k.expr[s] for s in u.src]))
+
+_RENDER: dict[Ops, Callable[[_Kernel, int, UOp], None]] = {
+  Ops.CONST: lambda k, i, u: k.expr.__setitem__(u, k.r.render_const(u.arg[0], u.dtype)),          # written into its users
+  Ops.STACK: lambda k, i, u: k.define(i, u, k.r.render_vectorize([k.expr[s] for s in u.src], k.r._vdtype(u))),  # a vector of values
+  Ops.PARAM: _param, Ops.BUFFER: _buffer, Ops.SPECIAL: _special,
+  Ops.AFTER: lambda k, i, u: k.expr.__setitem__(u, k.expr[u.src[0]]),                             # ordering only: statements run in order
+  Ops.INDEX: _index, Ops.LOAD: _load, Ops.STORE: _store,
+  Ops.ATOMICADD: lambda k, i, u: k.emit(k.r.render_atomic_add(k.expr[u.src[0]], k.expr[u.src[1]], u.src[1].dtype)),
+  Ops.BARRIER: _barrier, Ops.RANGE: _range, Ops.IF: lambda k, i, u: _open(k, f"if ({k.expr[u.src[0]]}) {{"),
+  Ops.END: _close, Ops.ENDIF: _close,
+  Ops.GROUP: lambda k, i, u: None,                                                                 # groups stores already in order
+  Ops.CUSTOM: _custom,
+  **{op: _alu for op in (*GroupOp.Elementwise, Ops.BITCAST)},
+}

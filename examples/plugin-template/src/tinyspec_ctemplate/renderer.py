@@ -39,7 +39,7 @@ class CRenderer(CStyleRenderer):
   prelude = "#include <math.h>\n#include <stdint.h>\n"
   math_suffix = {dtypes.float32: "f"}  # sqrtf for float (and half, computed in float), sqrt for double
   wrap_signed = False  # the compiler runs with -fwrapv (runtime.py): signed overflow wraps already
-  dtypes = frozenset(CTYPES) - {dtypes.index}  # (after the lines above: this name hides the dtypes module in the class body)
+  supported_dtypes = frozenset(CTYPES) - {dtypes.index}
 
   def __init__(self, float16: bool = True):
-    if not float16: self.dtypes = type(self).dtypes - {dtypes.float16}
+    if not float16: self.supported_dtypes = type(self).supported_dtypes - {dtypes.float16}

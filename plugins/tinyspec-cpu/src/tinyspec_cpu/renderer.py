@@ -65,4 +65,5 @@ class CPURenderer(LLVMRenderer):
     self.max_upcast = 128 if "+avx512f" in h.features else 64  # accumulators that stay in registers: 32 zmm or 16 ymm/xmm
     self.pack_width = self.vector_widths[-1]  # a matmul's B in panels as wide as the register tile: matmul 2048 110 -> 300 GFLOP/s
     # half precision converts with F16C on x86; without it LLVM would call runtime library functions the JIT cannot find
-    if h.triple.startswith(("x86_64", "i686", "i386")) and "+f16c" not in h.features: self.dtypes = LLVMRenderer.dtypes - {dtypes.float16}
+    if h.triple.startswith(("x86_64", "i686", "i386")) and "+f16c" not in h.features:
+      self.supported_dtypes = LLVMRenderer.supported_dtypes - {dtypes.float16}

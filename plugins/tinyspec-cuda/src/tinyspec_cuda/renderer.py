@@ -64,13 +64,13 @@ class CUDARenderer(CStyleRenderer):
   # float4 and kin: loads and stores of 16 bytes at once, at addresses that are multiples of their size (arithmetic on
   # them has no operators, so it stays scalar, lane by lane)
   vector_widths, vector_dtypes, vector_aligned = (1, 2, 4), frozenset(_VECTOR_NAMES), True
-  dtypes = frozenset(CUDA_TYPES) - {dtypes.index}  # (after the lines above: this name hides the dtypes module in the class body)
+  supported_dtypes = frozenset(CUDA_TYPES) - {dtypes.index}
 
   def __init__(self, arch: str = "sm_80"):
     self.arch = arch
     sm = int(arch.removeprefix("sm_"))
     self.tensor_cores = TC_SM80 if sm >= 80 else TC_SM75
-    if sm < 80: self.dtypes = type(self).dtypes - {dtypes.bfloat16}
+    if sm < 80: self.supported_dtypes = type(self).supported_dtypes - {dtypes.bfloat16}
 
   def render_alu(self, op: Ops, dt: DType, src_dt: DType, s: list[str]) -> str:
     # half and bfloat16 compute in float: exact for the operands, and one rounding back is the correctly rounded result
@@ -127,10 +127,8 @@ class CUDARenderer(CStyleRenderer):
     includes = "".join(f"#include <{h}>\n" for dt, h in ((dtypes.float16, "cuda_fp16.h"), (dtypes.bfloat16, "cuda_bf16.h")) if dt in k.dtypes)
     return includes + super().render_prelude(k)
 
-  def render_kernel(self, k: CKernel) -> str:
+  def kernel_attributes(self, k: CKernel) -> str:
     # __launch_bounds__: the block size is fixed by the kernel's lidx SPECIALs, so the compiler can budget registers for it
     threads = k.local_size[0] * k.local_size[1] * k.local_size[2]
-    bounds = f"__launch_bounds__({threads}) " if threads > 1 else ""
-    lines = [f"  {d}" for d in k.decls] + k.body
-    return f"{self.render_prelude(k)}\n{self.kernel_prefix}void {bounds}{k.name}({', '.join(k.params)}) {{\n" + "\n".join(lines) + "\n}\n"
+    return f"__launch_bounds__({threads}) " if threads > 1 else ""
 

@@ -44,7 +44,7 @@ class MetalRenderer(CStyleRenderer):
   int64_suffix = ("l", "ul")  # Metal's long is 64 bits and it has no long long
   # float4 and kin, read and written through their packed types, which need only the scalar's alignment
   vector_widths, vector_dtypes = (1, 2, 4), frozenset({dtypes.float32, dtypes.float16, dtypes.int32, dtypes.uint32})
-  dtypes = frozenset(METAL_TYPES) - {dtypes.index}  # (after the lines above: this name hides the dtypes module in the class body)
+  supported_dtypes = frozenset(METAL_TYPES) - {dtypes.index}
 
   def render_vectorize(self, values: list[str], dt: DType) -> str: return f"{self.render_dtype(dt)}({', '.join(values)})"
 

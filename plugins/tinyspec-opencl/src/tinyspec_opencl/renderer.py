@@ -68,7 +68,7 @@ class OpenCLRenderer(CStyleRenderer):
   prelude = "#pragma OPENCL FP_CONTRACT OFF\n"
   fp16: bool = False
   """Whether the device has cl_khr_fp16 (float16 as OpenCL's half); without it float16 is stored as half, computed in float."""
-  dtypes = frozenset(CLTYPES) - {dtypes.index}
+  supported_dtypes = frozenset(CLTYPES) - {dtypes.index}
   vector_widths, vector_dtypes = (1, 2, 4, 8, 16), CL_VECTORS
 
   def __init__(self, local_max: tuple[int, ...] | None = None, shared_max: int | None = None, global_max: tuple[int, ...] | None = None,
@@ -86,7 +86,7 @@ class OpenCLRenderer(CStyleRenderer):
     if local_max is not None: self.local_max = tuple(local_max)
     if shared_max is not None: self.shared_max = shared_max
     if global_max is not None: self.global_max = tuple(global_max)
-    if not float64: self.dtypes = type(self).dtypes - {dtypes.float64}
+    if not float64: self.supported_dtypes = type(self).supported_dtypes - {dtypes.float64}
     self.fp16 = fp16
     if not fp16: self.type_map = {**CLTYPES, dtypes.float16: "float"}  # float16 values live in float registers
 
