@@ -22,7 +22,7 @@ from tinyspec.renderer import Renderer
 from tinyspec.uop.ops import AxisType
 from tinyspec.uop.uop import UOp
 
-DEFAULT_SEEDS, SLOW_SEED = 6, 1000
+DEFAULT_SEEDS, SLOW_SEED = 20, 1000
 MAX_COPIES = 32  # UPCAST x UNROLL copies per kernel: more only makes kernels slow to compile
 A = AxisType
 
