@@ -350,7 +350,8 @@ def test_cli_strict_fails_on_broken_plugin(site, args, env):
 def test_every_plugin_in_the_repository_has_the_same_file_shape():
   """plugin.py (the hooks), renderer.py, compiler.py, runtime.py: a reader who knows one plugin finds their way in all."""
   root = Path(__file__).resolve().parents[2]
-  packages = sorted(p for d in ("plugins", "examples") if (root / d).is_dir() for p in (root / d).glob("*/src/tinyspec_*") if (p / "__init__.py").is_file())
+  packages = sorted(p for d in ("plugins", "examples") if (root / d).is_dir()
+                    for p in (root / d).glob("*/src/tinyspec_*") if (p / "__init__.py").is_file())
   if not packages: pytest.skip("not run from a checkout of the repository: no plugins/ beside core/")
   shape = {"plugin.py", "renderer.py", "compiler.py", "runtime.py"}
   assert {p.name: sorted(shape - {f.name for f in p.glob("*.py")}) for p in packages} == {p.name: [] for p in packages}

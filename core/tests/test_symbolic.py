@@ -42,6 +42,13 @@ def test_folded_constants_keep_the_node_dtype(expr, dtype):
   assert out.op is Ops.CONST and out.dtype is dtype and type(out.arg[0]) is (bool if dtype is dtypes.bool else int)
   if dtype is dtypes.int8: assert out.arg[0] == 44  # 300 wraps to 44 in int8
 
+def test_coefficients_past_the_divisor_are_split():
+  # a conv's input row: (y + 59*ky) % 58 and // 58 with y < 56, ky < 3; 59*ky is 58*ky + ky, and y + ky < 58
+  yy, ky = UOp.variable("yy", 0, 55), UOp.variable("ky", 0, 2)
+  assert simplify((yy + ky * 59) % 58) in (yy + ky, ky + yy) and simplify((yy + ky * 59) // 58) is ky
+  assert simplify((x * 7 + y) % 5).op is Ops.MOD and all(((a * 7 + b) % 5) == simplify((x * 7 + y) % 5).eval({x: a, y: b})
+                                                          for a in range(11) for b in range(4))  # x*2 + y can pass 5: the % stays
+
 def test_x_div_x_when_never_zero():
   w = UOp.variable("w", 1, 9)
   assert const_value(simplify(w // w)) == 1 and const_value(simplify(w % w)) == 0

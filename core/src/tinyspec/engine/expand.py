@@ -31,11 +31,11 @@ def _copies(x: UOp, ups: list[UOp]) -> list[UOp]:
 
 def contiguous_in(idx: UOp) -> tuple[UOp, UOp] | None:
   """(r, base) for an expanded range r of constant size > 1 with idx == base + r, r a whole summand of idx that appears
-  nowhere else in it: the elements idx reaches over r's values are consecutive. None when no range is."""
+  nowhere else in it: the elements idx reaches over r's values are consecutive. The longest such range when there are
+  several (a conv's input row is contiguous in the UPCAST output x and in the UNROLL window kx); None when none is."""
   if idx.shape: return None  # already a vector's lanes
   terms = sum_terms(idx)
-  for r in terms:
-    if r.op is not Ops.RANGE or r.axis_type not in EXPANDED or (r.size or 0) < 2: continue
+  for r in sorted((t for t in terms if t.op is Ops.RANGE and t.axis_type in EXPANDED and (t.size or 0) > 1), key=lambda t: -t.size):
     rest = [t for t in terms if t is not r]
     if len(rest) == len(terms) - 1 and not any(r in t.toposort() for t in rest):
       return r, functools.reduce(lambda a, b: a + b, rest) if rest else UOp.const(0)

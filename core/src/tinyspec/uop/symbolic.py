@@ -57,25 +57,32 @@ def _no_wrap(u: UOp) -> bool:
   """True when u's interval shows it cannot have wrapped around (always for index arithmetic, which is 64-bit)."""
   return u.dtype == dtypes.index or u.vmin > u.dtype.min or u.vmax < u.dtype.max
 
-def _div_split(num: UOp, c: UOp) -> UOp | None:
-  """(q*c + r) // c -> q + r // c: pull out every term whose coefficient c divides (exact for floor division)."""
-  d = c.arg[0]
-  if d <= 0 or not _no_wrap(num): return None
+def _split_coefficients(num: UOp, d: int) -> tuple[list[UOp], list[UOp]]:
+  """The terms of num as (multiples of d, divided by d; the rest): a term k*x whose coefficient d divides goes whole to
+  the first list, one with k > d is split as (k // d)*d*x + (k % d)*x (a conv's (y + 59*ky) % 58 is then (y + ky) % 58)."""
   quo, rest = [], []
   for t in sum_terms(num):
     base, k = _term(t)
     if base.op is Ops.CONST: k, base = base.arg[0], UOp.const(1, t.dtype)
-    (quo if k % d == 0 else rest).append(_times(base, k // d) if k % d == 0 else t)
+    if k % d == 0: quo.append(_times(base, k // d))
+    elif k > d and base.op is not Ops.CONST: quo.append(_times(base, k // d)); rest.append(_times(base, k % d))
+    else: rest.append(t)
+  return quo, rest
+
+def _div_split(num: UOp, c: UOp) -> UOp | None:
+  """(q*c + r) // c -> q + r // c: pull out every multiple of c (exact for floor division)."""
+  d = c.arg[0]
+  if d <= 0 or not _no_wrap(num): return None
+  quo, rest = _split_coefficients(num, d)
   if not quo: return None
   return _sum(quo) + (_sum(rest) // c if rest else 0)
 
 def _mod_split(num: UOp, c: UOp) -> UOp | None:
-  """(q*c + r) % c -> r % c: drop every term whose coefficient c divides."""
+  """(q*c + r) % c -> r % c: drop every multiple of c."""
   d = c.arg[0]
   if d <= 0 or not _no_wrap(num): return None
-  terms = sum_terms(num)
-  rest = [t for t in terms if _term(t)[1] % d != 0 and not (t.op is Ops.CONST and t.arg[0] % d == 0)]
-  return (_sum(rest) % c if rest else UOp.const(0, num.dtype)) if len(rest) < len(terms) else None
+  quo, rest = _split_coefficients(num, d)
+  return (_sum(rest) % c if rest else UOp.const(0, num.dtype)) if quo else None
 
 def _sum(terms: list[UOp]) -> UOp:
   out = terms[0]
