@@ -196,6 +196,12 @@ def test_gpu_elementwise_is_a_grid_of_workgroups(gpu):
   assert not any(u.op is Ops.RANGE for u in k.linear.src) and (k.global_size, k.local_size) == ((4, 6, 1), (64, 1, 1))
   np.testing.assert_allclose(y.numpy(), xn * 2 + 1)
 
+def test_gpu_pads_an_axis_without_a_power_of_two_factor_for_its_workgroups(gpu):
+  xn = rng.standard_normal((3, 201), dtype=np.float32)
+  y = Tensor(xn, device="PYTHON") * 2 + 1
+  assert specials(y) == [{"gidx0": 13, "gidx1": 3, "lidx0": 16}]  # 201 padded to 208: 13 workgroups of 16, the last 7 lanes idle
+  np.testing.assert_allclose(y.numpy(), xn * 2 + 1)
+
 def test_gpu_merges_axes_past_three_and_over_limits(gpu, monkeypatch):
   xn = rng.standard_normal((2, 3, 5, 7, 9), dtype=np.float32)
   y = Tensor(xn, device="PYTHON").permute(4, 3, 2, 1, 0) + 1

@@ -264,12 +264,21 @@ def is_gpu(renderer: Renderer) -> bool:
 def _retype(kernel: UOp, old: AxisType, new: AxisType) -> UOp:
   return kernel.substitute({r: r.replace(arg=(r.axis_id, new)) for r in axes(kernel) if r.axis_type is old})
 
+def _applies(kernel: UOp, opts: list[Opt]) -> bool:
+  """Whether every opt of `opts` applies to the kernel (a heuristic proposes only what the optimizer takes)."""
+  try: apply_opts(kernel, opts)
+  except OptError: return False
+  return True
+
+PAD_LANES = 16  # the workgroup part a GPU output axis whose size has no power-of-two factor of 16 or more is padded to
+
 def gpu_opts(kernel: UOp, renderer: Renderer) -> list[Opt]:
   """Opts for a GPU kernel, whose output axes start GLOBAL: a small output over a long reduction splits the reduction over
   a workgroup (GROUP_REDUCE, partial sums in LOCAL memory). Otherwise a reduction whose inputs are reused across outputs
   gets a register tile per lane (`register_tile` within `max_upcast`: 4x8 for the default 32, 16x8 for 128); an
   elementwise kernel gets its contiguous output axis upcast to vectors (`vector_upcast`). The output's innermost axis
-  left gets a LOCAL part, so neighbouring lanes of a workgroup touch neighbouring memory."""
+  left gets a LOCAL part, so neighbouring lanes of a workgroup touch neighbouring memory; where its size has no power-of-two
+  factor of PAD_LANES or more (1001), it is padded to a multiple of PAD_LANES first, the padded lanes masked."""
   rngs = axes(kernel)
   sized = [r for r in rngs if (r.size or 0) > 1]
   glob, red = [r for r in sized if r.axis_type is AxisType.GLOBAL], [r for r in sized if r.axis_type is AxisType.REDUCE]
@@ -283,8 +292,11 @@ def gpu_opts(kernel: UOp, renderer: Renderer) -> list[Opt]:
   if not opts and not red and outputs >= 4096: opts = vector_upcast(kernel, renderer)  # elementwise: float4 loads and stores
   rngs = axes(apply_opts(kernel, opts)) if opts else rngs
   glob = [r for r in rngs if r.axis_type is AxisType.GLOBAL and (r.size or 0) > 1]
-  if glob and (f := _factor(glob[-1].size, min(lanes, 64))) > 1: opts.append(Opt(OptOps.SPLIT, rngs.index(glob[-1]), (f, AxisType.LOCAL, False)))
-  return opts
+  if not glob: return opts
+  axis, f = rngs.index(glob[-1]), _factor(glob[-1].size, min(lanes, 64))
+  if f < PAD_LANES <= glob[-1].size // 4 and _applies(kernel, pad := [*opts, Opt(OptOps.PADTO, axis, PAD_LANES)]):
+    opts, f = pad, PAD_LANES  # a size with no power-of-two factor worth a workgroup: padded (25% more at most)
+  return opts + [Opt(OptOps.SPLIT, axis, (f, AxisType.LOCAL, False))] if f > 1 else opts
 
 GPU_VECTOR = 4  # the width a GPU lane's elementwise loads and stores get: float4, 16 bytes, the widest most GPUs load at once
 
