@@ -47,8 +47,10 @@ def _vector_load(buf: UOp, idx: UOp) -> UOp | None:
   return UOp(Ops.LOAD, (buf.index(lanes(base, r.size)),)).index(r)
 
 def _vector_store(st: UOp, ups: list[UOp]) -> tuple[UOp, list[UOp]]:
-  """An ungated STORE to buf[base + r], r one of `ups`: one vector STORE of the copies' values over r (and the ups left)."""
+  """An ungated STORE to buf[base + r], buf a PARAM (device memory, as for loads) and r one of `ups`: one vector STORE of
+  the copies' values over r (and the ups left)."""
   if st.op is not Ops.STORE or len(st.src) != 2 or st.src[0].op is not Ops.INDEX or len(st.src[0].src) != 2: return st, ups
+  if st.src[0].src[0].op is not Ops.PARAM: return st, ups
   if (found := contiguous_in(st.src[0].src[1])) is None or found[0] not in ups: return st, ups
   r, base = found
   vals = UOp(Ops.STACK, tuple(st.src[1].substitute({r: UOp.const(j)}) for j in range(r.size)))
