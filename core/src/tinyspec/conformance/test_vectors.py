@@ -32,6 +32,16 @@ def compiled(opts: Callable[[UOp, Renderer], list[O.Opt]] | None = None) -> Iter
     realize.optimize = saved
     realize._kernels.clear(); realize._schedules.clear()
 
+def elementwise_and_matmul(dev: str) -> tuple[realize.CompiledKernel, realize.CompiledKernel]:
+  """x + 1 and x @ x for a (64, 64) float32 x on `dev`, checked against numpy; their kernels as compiled, whose `source`
+  is what DEBUG=4 shows (for a plugin's tests of its vector code)."""
+  x = data(dtypes.float32, (64, 64), seed=5)
+  with compiled() as kernels: got = (Tensor(x, device=dev) + 1).numpy(), (Tensor(x, device=dev) @ Tensor(x, device=dev)).numpy()
+  check(got[0], x + 1)
+  check(got[1], x @ x, rtol=1e-4, atol=1e-4)
+  elementwise, matmul = sorted(kernels, key=lambda k: k.name.startswith("r"))  # E_... before r_...
+  return elementwise, matmul
+
 def vector_loads(k: realize.CompiledKernel) -> list[int]:
   """The lane counts of a kernel's vector loads."""
   return [u.shape[0] for u in k.linear.src if u.op is Ops.LOAD and u.shape]
