@@ -1,7 +1,7 @@
 """The optimize stage: SPLIT opts keep results exact, the hand-coded heuristic picks register tiles, bad opts are refused."""
 import numpy as np
 import pytest
-from tinyspec import Device, Tensor
+from tinyspec import Device, Tensor, dtypes
 from tinyspec.engine import realize as R
 from tinyspec.engine.callify import callify
 from tinyspec.engine.optimize import Opt, OptError, OptOps, apply_opts, axes, hand_coded
@@ -274,3 +274,8 @@ def test_a_long_sum_on_threads_is_two_kernels():
   # the first kernel's 256 partial sums are an output axis, which the optimizer splits over the threads
   assert [r.size for r in axes(two[0].ast)] == [256, 4, 1024]
   assert hand_coded(two[0].ast, TwoCores())[0] == Opt(OptOps.SPLIT, 0, (2, AxisType.THREAD, True))
+  # other reductions spread too where 256 divides their length (nothing pads a max or a product); an int sum is exact
+  i = Tensor.empty(1 << 20, dtype=dtypes.int32, device="PYTHON")
+  assert [len(rangeify(callify(t.uop), threads=2).items) for t in (i.max(), i.sum(), x.prod(), Tensor.empty(3 + (1 << 20)).max())] == [2, 2, 2, 1]
+  xn = np.random.default_rng(1).integers(-9, 9, 1 << 18).astype(np.int32)
+  assert Tensor(xn, device="PYTHON").max().item() == xn.max() and Tensor(xn, device="CPU").sum().item() == xn.sum()

@@ -238,30 +238,41 @@ def _gpu_sum(red: UOp) -> UOp | None:
   return _regroup_sum(red, workgroup_blocks, top_kernel=True) if _spread(red) else _regroup_sum(red, lane_blocks)
 
 def _threaded_sum(red: UOp) -> UOp | None:
-  """A long float sum for a CPU with threads: spread over WORKGROUPS partial sums in two kernels when it is long and its
-  output small, else a tree of blocks."""
-  return _regroup_sum(red, thread_blocks, top_kernel=True) if _spread(red) else _regroup_sum(red, sum_blocks)
+  """A reduction for a CPU with threads: when it is long and its output small, WORKGROUPS partial results in a kernel of
+  their own (a float sum padded and each share a tree of blocks; another reduction when WORKGROUPS divides its length),
+  then their reduction; otherwise a float sum is a tree of blocks."""
+  if not _spread(red): return _regroup_sum(red, sum_blocks)
+  if red.arg[0] is Ops.ADD and dtypes.is_float(red.dtype): return _regroup_sum(red, thread_blocks, top_kernel=True)
+  n = math.prod(red.src[0].shape[a] for a in red.arg[1])
+  return _regroup(red, [WORKGROUPS, n // WORKGROUPS], top_kernel=True) if n % WORKGROUPS == 0 else None
 
 def _regroup_sum(red: UOp, blocks_of: Callable[[int], list[int]], top_kernel: bool = False) -> UOp | None:
-  """REDUCE(x, ADD, axes) of a float over n > SUM_BLOCK elements -> the same sum over blocks_of(n), outermost first,
-  padded with zeros past n. The reduced axes are moved next to the first of them and merged into one axis of n, split
-  into the blocks; each inner block is summed and dropped, and the last REDUCE, over the outermost block at the first
-  reduced axis, has the original's shape (so a reduce with several readers is still one node, computed once). With
-  `top_kernel`, the sums of the outermost block (what the last REDUCE adds up) are made CONTIGUOUS: a kernel of their own."""
+  """REDUCE(x, ADD, axes) of a float over n > SUM_BLOCK elements -> the same sum over blocks_of(n) (`_regroup`)."""
   (x,), (op, axes) = red.src, red.arg
   if op is not Ops.ADD or not dtypes.is_float(red.dtype) or (n := math.prod(x.shape[a] for a in axes)) <= SUM_BLOCK: return None
-  if (blocks := blocks_of(n)) == [n] and len(axes) == 1: return None  # already in the wanted form
+  return _regroup(red, blocks_of(n), top_kernel)
+
+def _regroup(red: UOp, blocks: list[int], top_kernel: bool = False) -> UOp | None:
+  """REDUCE(x, op, axes) over n elements -> the same reduction over `blocks`, outermost first, their product n (or, for a
+  sum, more: padded with zeros past n). The reduced axes are moved next to the first of them and merged into one axis of
+  n, split into the blocks; each inner block is reduced and dropped, and the last REDUCE, over the outermost block at the
+  first reduced axis, has the original's shape (so a reduce with several readers is still one node, computed once). With
+  `top_kernel`, the results of the outermost block (what the last REDUCE reduces) are made CONTIGUOUS: a kernel of their own."""
+  (x,), (op, axes) = red.src, red.arg
+  n = math.prod(x.shape[a] for a in axes)
+  if blocks == [n] and len(axes) == 1: return None  # already in the wanted form
+  if (padded := math.prod(blocks)) != n and op is not Ops.ADD: return None  # zeros pad a sum only
   axes, a0 = tuple(sorted(axes)), min(axes)
   before, after = [d for d in range(x.ndim) if d not in axes and d < a0], [d for d in range(x.ndim) if d not in axes and d > a0]
   kb, ka = [x.shape[d] for d in before], [x.shape[d] for d in after]
   order = (*before, *axes, *after)
   y = (x.permute(order) if order != tuple(range(x.ndim)) else x).reshape((*kb, n, *ka))
-  if (padded := math.prod(blocks)) != n: y = y.pad((0,) * (len(kb) + 1 + len(ka)), (*kb, padded, *ka))  # zeros add nothing
+  if padded != n: y = y.pad((0,) * (len(kb) + 1 + len(ka)), (*kb, padded, *ka))  # zeros add nothing
   y = y.reshape((*kb, *blocks, *ka))
-  for level in range(len(blocks) - 1, 0, -1):  # innermost first: each sums one block of the level above
-    y = y.reduce(Ops.ADD, (len(kb) + level,)).reshape((*kb, *blocks[:level], *ka))
+  for level in range(len(blocks) - 1, 0, -1):  # innermost first: each reduces one block of the level above
+    y = y.reduce(op, (len(kb) + level,)).reshape((*kb, *blocks[:level], *ka))
     if top_kernel and level == 1: y = UOp(Ops.CONTIGUOUS, (y,))
-  return y.reshape(tuple(blocks[0] if d == a0 else s for d, s in enumerate(red.shape))).reduce(Ops.ADD, (a0,))
+  return y.reshape(tuple(blocks[0] if d == a0 else s for d, s in enumerate(red.shape))).reduce(op, (a0,))
 
 split_long_sums = PatternMatcher([
   (UPat(Ops.REDUCE, name="red"), lambda red: _regroup_sum(red, sum_blocks)),  # a long float sum -> a tree of blocks of SUM_BLOCK at most
@@ -270,7 +281,7 @@ gpu_long_sums = PatternMatcher([
   (UPat(Ops.REDUCE, name="red"), _gpu_sum),  # a long float sum -> over workgroups in two kernels, or one axis, a multiple of the lanes
 ])
 threaded_long_sums = PatternMatcher([
-  (UPat(Ops.REDUCE, name="red"), _threaded_sum),  # a long float sum -> 256 partial sums in a kernel of their own, or a tree of blocks
+  (UPat(Ops.REDUCE, name="red"), _threaded_sum),  # a long reduction -> 256 partial results in a kernel of their own; a float sum: a tree
 ])
 
 def rangeify(fn: UOp, gpu: bool = False, threads: int = 1) -> Schedule:
