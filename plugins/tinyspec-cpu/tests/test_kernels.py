@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tinyspec_cpu.renderer
 from helpers import end, f32, i32, load, lower, param, rng, run_linear, store
-from tinyspec import Tensor, dtypes
+from tinyspec import Device, Tensor, dtypes
 from tinyspec.engine.optimize import Opt, OptOps, thread_split
 from tinyspec.uop import AxisType, Ops, UOp
 from tinyspec_cpu.renderer import THREADS_ENV
@@ -156,3 +156,12 @@ def test_zero_size_and_scalar():
 def test_big_elementwise_splits_over_threads():
   x = gen.standard_normal(1 << 18).astype(np.float32)
   np.testing.assert_allclose((Tensor(x, device="CPU") * 2 + 1).numpy(), x * 2 + 1, rtol=1e-6)
+
+def test_long_reductions_spread_over_threads():
+  # 2**18 elements into one value: 256 partial results split over the threads, then their reduction (with 2 or more cores)
+  from tinyspec.engine import realize
+  xi, xf = gen.integers(-9, 9, 1 << 18).astype(np.int32), gen.standard_normal(1 << 18).astype(np.float32)
+  before = realize.stats["kernels_run"]
+  got = Tensor(xi, device="CPU").sum().item(), Tensor(xi, device="CPU").max().item(), Tensor(xf, device="CPU").sum().item()
+  assert got[:2] == (xi.sum(), xi.max()) and abs(got[2] - xf.astype(np.float64).sum()) < 1e-2
+  assert realize.stats["kernels_run"] - before == (6 if Device["CPU"].renderer.threads > 1 else 3)
