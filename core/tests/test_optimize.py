@@ -202,6 +202,13 @@ def test_gpu_pads_an_axis_without_a_power_of_two_factor_for_its_workgroups(gpu):
   assert specials(y) == [{"gidx0": 13, "gidx1": 3, "lidx0": 16}]  # 201 padded to 208: 13 workgroups of 16, the last 7 lanes idle
   np.testing.assert_allclose(y.numpy(), xn * 2 + 1)
 
+def test_gpu_rows_without_reuse_are_group_reduced_even_when_many(gpu):
+  # 4096 rows of 256: no input is shared between outputs, so no register tile; a workgroup's lanes read each row together
+  xn = rng.standard_normal((4096, 256), dtype=np.float32)
+  y = Tensor(xn, device="PYTHON").sum(axis=1)
+  assert specials(y) == [{"gidx0": 4096, "lidx0": 256}]
+  np.testing.assert_allclose(y.numpy(), xn.sum(1), rtol=1e-5, atol=1e-4)
+
 def test_gpu_merges_axes_past_three_and_over_limits(gpu, monkeypatch):
   xn = rng.standard_normal((2, 3, 5, 7, 9), dtype=np.float32)
   y = Tensor(xn, device="PYTHON").permute(4, 3, 2, 1, 0) + 1

@@ -273,9 +273,10 @@ def _applies(kernel: UOp, opts: list[Opt]) -> bool:
 PAD_LANES = 16  # the workgroup part a GPU output axis whose size has no power-of-two factor of 16 or more is padded to
 
 def gpu_opts(kernel: UOp, renderer: Renderer) -> list[Opt]:
-  """Opts for a GPU kernel, whose output axes start GLOBAL: a small output over a long reduction splits the reduction over
-  a workgroup (GROUP_REDUCE, partial sums in LOCAL memory). Otherwise a reduction whose inputs are reused across outputs
-  gets a register tile per lane (`register_tile` within `max_upcast`: 4x8 for the default 32, 16x8 for 128); an
+  """Opts for a GPU kernel, whose output axes start GLOBAL: a reduction whose inputs are reused across 4096 outputs or more
+  gets a register tile per lane (`register_tile` within `max_upcast`: 4x8 for the default 32, 16x8 for 128); any other
+  long reduction is split over a workgroup (GROUP_REDUCE, partial sums in LOCAL memory), so a workgroup's lanes read a
+  row together instead of one row each; an
   elementwise kernel gets its contiguous output axis upcast to vectors (`vector_upcast`). The output's innermost axis
   left gets a LOCAL part, so neighbouring lanes of a workgroup touch neighbouring memory; where its size has no power-of-two
   factor of PAD_LANES or more (1001), it is padded to a multiple of PAD_LANES first, the padded lanes masked."""
@@ -285,10 +286,11 @@ def gpu_opts(kernel: UOp, renderer: Renderer) -> list[Opt]:
   lanes = min(256, renderer.local_max[0])
   outputs = math.prod(r.size for r in glob)
   nested = any(_loops_around(u) for u in kernel.toposort() if u.op is Ops.REDUCE and red and red[-1] in u.src[1:])
-  if renderer.has_shared and red and outputs < 4096 and red[-1].size >= 256 and not nested:
+  opts = register_tile(kernel, min(16, max(4, renderer.max_upcast // 8)), renderer.max_upcast) if outputs >= 4096 else []
+  # a long reduction whose inputs no output shares (a softmax's rows: 0.97 -> 2.0 GB/s on PoCL), or into a small output
+  if renderer.has_shared and red and not opts and red[-1].size >= 256 and not nested:
     if (f := _factor(red[-1].size, min(lanes, renderer.group_lanes))) > 1:
       return [Opt(OptOps.SPLIT, rngs.index(red[-1]), (f, AxisType.GROUP_REDUCE, False))]
-  opts = register_tile(kernel, min(16, max(4, renderer.max_upcast // 8)), renderer.max_upcast) if outputs >= 4096 else []
   if not opts and not red and outputs >= 4096: opts = vector_upcast(kernel, renderer)  # elementwise: float4 loads and stores
   rngs = axes(apply_opts(kernel, opts)) if opts else rngs
   glob = [r for r in rngs if r.axis_type is AxisType.GLOBAL and (r.size or 0) > 1]
