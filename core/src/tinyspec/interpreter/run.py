@@ -98,6 +98,8 @@ class Interpreter:
       if u.op is Ops.END: self.closing[pos[u.src[1]]] = i
       if u.op is Ops.ENDIF: self.closing[pos[u.src[0]]] = i
     self.accum = {st: a for st in self.prog if st.op is Ops.STORE and (a := register_update(st)) is not None}
+    # the STACKs whose values are read (a vector's lanes, its address' offsets), not just shapes of buffers: only those run
+    self.vectors = {s for u in self.prog if u.op not in (Ops.PARAM, Ops.BUFFER) for s in u.src if s.op is Ops.STACK}
     first_write: dict[UOp, int] = {}
     for i, u in enumerate(self.prog):
       if u.op is Ops.STORE: first_write.setdefault(buffer_of(u.src[0]), i)
@@ -163,7 +165,7 @@ class Interpreter:
       elif op is Ops.AFTER: env[u] = env[u.src[0]]
       elif op is Ops.LOAD: env[u] = self._load(u, mask)
       elif op is Ops.STORE: self._store(u, mask)
-      elif op is Ops.STACK and u.src: env[u] = np.stack(np.broadcast_arrays(*(env[s] for s in u.src)))
+      elif op is Ops.STACK and u in self.vectors: env[u] = np.stack(np.broadcast_arrays(*(env[s] for s in u.src)))
       elif op is Ops.STACK or op in _NOTHING: pass
       elif op in GroupOp.Elementwise: env[u] = run_alu(op, u.dtype, *(env[s] for s in u.src))
       elif op is Ops.BITCAST: env[u] = bitcast(env[u.src[0]], u.src[0].dtype, u.dtype)

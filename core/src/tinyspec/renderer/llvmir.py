@@ -226,8 +226,7 @@ def _index(f: _Function, u: UOp) -> str:
   base, (at, _) = buffer_of(u.src[0]), vector_index(u.src[1]) or (u.src[1], 1)  # a vector's address is its first element's
   return f.emit(f"getelementptr inbounds {_MEM[base.dtype.scalar()]}, {f.ptr(base)} {f.op(base)}, i64 {f.op(at)}")
 
-def _stack(f: _Function, u: UOp) -> str | None:
-  if u.dtype is dtypes.index: return None  # a shape, or the lanes of a vector's address: nothing to compute
+def _stack(f: _Function, u: UOp) -> str:  # a vector of values (index STACKs, shapes and address offsets, are skipped in render)
   v = "poison"
   for j, s in enumerate(u.src): v = f.emit(f"insertelement {_vec(u)} {v}, {_REG[s.dtype.scalar()]} {f.op(s)}, i32 {j}")
   return v
