@@ -9,7 +9,9 @@ An `Opt` names an axis by that position; opts apply left to right, each to the k
 - PADTO m rounds a range up to a multiple of m, so a split by m can follow: loads in the padded part are masked (they
   read nothing and give 0), stores there are skipped, and a reduction over the range adds its identity there.
 - SWAP j exchanges two axes of one type: their ids and their places in every loop nest, so the loop order changes.
-- NOLOCALS promises no workgroup axes: the kernel must have no LOCAL or GROUP_REDUCE axis, and no later opt may add one.
+- NOLOCALS promises no workgroup axes: the kernel must have no LOCAL, GROUP_REDUCE or WARP axis, and no later opt may add one.
+- TC (choice, TensorCore) computes a matmul-shaped reduction with the device's matrix instruction: WMMA over a WARP axis
+  of its lanes (engine/tensorcore.py). It comes first; the axes it leaves can be split further.
 Each refusal is an OptError naming the opt, the axis and the rule it breaks. `NOOPT=1` gives every kernel no opts.
 
 `hand_coded` picks opts without search, from what the kernel reads (see its docstring).
@@ -23,7 +25,8 @@ from dataclasses import dataclass
 
 from tinyspec.dtype import AddrSpace, dtypes
 from tinyspec.engine.rangeify import reduce_identity
-from tinyspec.renderer import Renderer
+from tinyspec.engine import tensorcore as TC
+from tinyspec.renderer import Renderer, TensorCore
 from tinyspec.uop.ops import AxisType, Ops
 from tinyspec.uop.rewrite import graph_rewrite
 from tinyspec.uop.spec import buffer_of, verify_between_stages
@@ -38,7 +41,8 @@ class OptOps(enum.Enum):
 @dataclass(frozen=True)
 class Opt:
   """One kernel optimization (op, axis, arg): SPLIT's arg is (factor, target AxisType, top), PADTO's the multiple, SWAP's
-  the other axis; NOLOCALS takes neither."""
+  the other axis; NOLOCALS takes neither; TC's arg is the renderer's TensorCore and its axis which of the kernel's
+  matmul shapes (`tensorcore.matches`) to use, 0 the preferred."""
   op: OptOps
   axis: int | None
   arg: object = None
@@ -162,7 +166,26 @@ def swap(kernel: UOp, axis: int, other: int) -> UOp:
   order[axis], order[other] = b, a
   return _renumber(_rebuild(kernel, exchange), order)
 
-NO_LOCALS = (AxisType.LOCAL, AxisType.GROUP_REDUCE)
+def tensor_core(kernel: UOp, choice: int, tc: TensorCore) -> UOp:
+  """The kernel with its matmul-shaped reduction number `choice` (of `tensorcore.matches`) computed by instruction `tc`:
+  its axes padded to multiples of tc.dims, then split into WMMA's WARP and element axes (see engine/tensorcore.py)."""
+  if not isinstance(tc, TensorCore): raise OptError(f"TC: the arg must be a TensorCore of the renderer, got {tc!r}")
+  if split_already := [r for r in axes(kernel) if r.axis_type not in (*TC.OUTPUT, AxisType.REDUCE)]:
+    raise OptError(f"TC: must come before other opts, but axis {split_already[0].axis_id} is already {split_already[0].axis_type.name}")
+  found = TC.matches(kernel, tc)
+  if not found: raise OptError(f"TC: no reduction of this kernel is a sum of products in {tc.dtype_in.name} -> {tc.dtype_out.name} ({tc.name})")
+  if not isinstance(choice, int) or not 0 <= choice < len(found):
+    raise OptError(f"TC: choice {choice} out of range: the kernel's reductions match {tc.name} in {len(found)} ways")
+  ids = (found[choice].m.axis_id, found[choice].n.axis_id, found[choice].k.axis_id)
+  for axis, multiple in zip(ids, tc.dims):
+    if axes(kernel)[axis].size % multiple: kernel = padto(kernel, axis, multiple)
+  t = next(x for x in TC.matches(kernel, tc) if (x.m.axis_id, x.n.axis_id, x.k.axis_id) == ids)
+  rngs = axes(kernel)
+  kernel, values, places = TC.lower(kernel, t, tc, len(rngs))
+  kernel = graph_rewrite(_replace_ranges(kernel, values, {t.m: tuple(places[t.m]), t.n: (*places[t.n], *places[None])}), sym)
+  return _renumber(kernel, [x for r in rngs for x in places.get(r, [r])] + places[None])
+
+NO_LOCALS = (AxisType.LOCAL, AxisType.GROUP_REDUCE, AxisType.WARP)  # the axes of a workgroup's lanes, which NOLOCALS forbids
 
 def apply_opts(kernel: UOp, opts: list[Opt] | tuple[Opt, ...]) -> UOp:
   """The kernel with `opts` applied left to right; raises OptError naming the first that cannot apply."""
@@ -178,7 +201,10 @@ def apply_opts(kernel: UOp, opts: list[Opt] | tuple[Opt, ...]) -> UOp:
       if has := [r.axis_type.name for r in axes(kernel) if r.axis_type in NO_LOCALS]:
         raise OptError(f"NOLOCALS: the kernel already has {has[0]} axes")
       nolocals = True
-    else: raise OptError(f"{opt.op.name}: no tensor-core lowering is built yet (the plugins' tables are read by no pass)")
+    elif opt.op is OptOps.TC:
+      if nolocals: raise OptError("TC: its WARP axis is a workgroup's lanes, and NOLOCALS came before")
+      kernel = tensor_core(kernel, opt.axis or 0, opt.arg)
+    else: raise OptError(f"unknown opt {opt.op!r}")
   verify_between_stages(kernel, "kernel")
   return kernel
 
@@ -315,10 +341,10 @@ def vector_upcast(kernel: UOp, renderer: Renderer) -> list[Opt]:
   return []
 
 def _dims(ranges: list[UOp], limits: tuple[int, ...], what: str) -> list[list[UOp]]:
-  """Ranges (outermost first) grouped into at most 3 launch dimensions within `limits`, innermost range in dimension 0:
+  """Ranges (outermost first) grouped into at most len(limits) launch dimensions within `limits`, innermost range in dimension 0:
   extra ranges, and any dimension over its limit, are merged into dimension 0."""
   dims = [[r] for r in reversed(ranges)]
-  while len(dims) > 3: dims[0] = dims.pop() + dims[0]
+  while len(dims) > len(limits): dims[0] = dims.pop() + dims[0]
   size = lambda d: math.prod(r.size for r in d)  # noqa: E731
   for i in range(len(dims) - 1, 0, -1):
     if size(dims[i]) > limits[i]: dims[0] = dims.pop(i) + dims[0]
@@ -380,17 +406,21 @@ def gpu_dims(kernel: UOp, renderer: Renderer) -> UOp:
   grouped into at most three dimensions each within the renderer's limits; they stop being loops."""
   rngs = axes(kernel)
   glob = _dims([r for r in rngs if r.axis_type is AxisType.GLOBAL], renderer.global_max, "grid")
-  loc = _dims([r for r in rngs if r.axis_type in NO_LOCALS], renderer.local_max, "workgroup")
+  # a WARP axis (a TC opt's) is lidx0 alone, so each value of the other lane indices is exactly one warp
+  warp = [[r] for r in rngs if r.axis_type is AxisType.WARP]
+  loc = warp + _dims([r for r in rngs if r.axis_type in NO_LOCALS and r.axis_type is not AxisType.WARP], renderer.local_max[len(warp):], "workgroup")
   sub = {**_specials(glob, "gidx"), **_specials(loc, "lidx")}
   for g in (r for r in rngs if r.axis_type is AxisType.GROUP_REDUCE): kernel = _group_reduce(kernel, g, sub[g])
   return graph_rewrite(_replace_ranges(kernel, sub, {r: () for r in sub}), sym)
 
 def describe_axes(kernel: UOp) -> str:
-  """An optimized kernel's iteration space, for DEBUG>=2: its launch indices, then each axis' size and AxisType letter in
-  axis order with its AxisType's letter (seed 001's), e.g. `gidx0=32 lidx0=16 | 8u 16u 256R`."""
+  """An optimized kernel's iteration space, for DEBUG>=2: its launch indices, then each axis' size and AxisType letter
+  (seed 001's) in axis order, e.g. `gidx0=32 lidx0=16 | 8u 16u 256R`, then the TensorCore a TC
+  opt gave it."""
   specials = sorted((u for u in kernel.toposort() if u.op is Ops.SPECIAL), key=lambda u: u.arg)
   loops = " ".join(f"{r.size if r.size is not None else 'n'}{r.axis_type.value}" for r in axes(kernel))
-  return " ".join(f"{u.arg}={u.size}" for u in specials) + (" | " if specials and loops else "") + loops
+  tcs = sorted({repr(u.arg) for u in kernel.toposort() if u.op is Ops.WMMA})  # the tensor-core table entry it uses
+  return " ".join(f"{u.arg}={u.size}" for u in specials) + (" | " if specials and loops else "") + loops + "".join(f" | {t}" for t in tcs)
 
 def no_opts() -> bool:
   """NOOPT=1: kernels get no opts (for debugging: a wrong result that goes away is the optimizer's)."""

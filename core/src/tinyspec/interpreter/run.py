@@ -8,7 +8,8 @@ at a time. An accumulation `acc = acc <op> x` inside vectorised loops reduces x 
 A loop nest bigger than LANES iterations runs its loops in chunks, which keeps memory bounded.
 A vector value (a LOAD through INDEX(buf, lanes(i, n)), a STACK of lanes) has one more axis, in front: its lanes.
 GPU-style programs run in lockstep over SPECIAL gidx/lidx axes: LOCAL memory is one array per workgroup, and a BARRIER
-needs no action because every lane finishes each instruction before the next begins."""
+needs no action because every lane finishes each instruction before the next begins. A WMMA takes every lane of its warp
+at once (interpreter/wmma.py), so the WARP range (or the lidx0 it became) is always one whole axis."""
 from __future__ import annotations
 
 import copy
@@ -18,7 +19,8 @@ import numpy as np
 
 from tinyspec.dtype import AddrSpace, bf16_from_bits, bf16_to_bits, dtypes
 from tinyspec.interpreter.alu import bitcast, held, np_dtype, run_alu
-from tinyspec.uop.ops import GroupOp, Ops
+from tinyspec.interpreter.wmma import run_wmma
+from tinyspec.uop.ops import AxisType, GroupOp, Ops
 from tinyspec.uop.spec import buffer_of, is_register, reads_lane, register_update
 from tinyspec.uop.uop import UOp
 
@@ -103,7 +105,9 @@ class Interpreter:
     first_write: dict[UOp, int] = {}
     for i, u in enumerate(self.prog):
       if u.op is Ops.STORE: first_write.setdefault(buffer_of(u.src[0]), i)
-    self.sequential = {i for i, u in enumerate(self.prog) if u.op is Ops.RANGE and self._dependent(i, first_write)}
+    # a WMMA's lanes: the WARP range, or the lidx0 a GPU made of it; its loop runs whole, never in steps or chunks
+    self.warp = next((k for u, k in self.axis.items() if (u.op is Ops.RANGE and u.axis_type is AxisType.WARP) or u.arg == "lidx0"), None)
+    self.sequential = {i for i, u in enumerate(self.prog) if u.op is Ops.RANGE and u.axis_type is not AxisType.WARP and self._dependent(i, first_write)}
 
   def _dependent(self, i: int, first_write: dict[UOp, int]) -> bool:
     """Whether the iterations of the RANGE at position i depend on each other (see the module docstring)."""
@@ -139,7 +143,7 @@ class Interpreter:
         if i in self.sequential:
           for v in range(n): env[u] = np.full((1,) * self.ndim, v, np.int64); self._run(i + 1, end, mask)
         else:  # in chunks, so no value holds more than LANES elements: a big loop nest must not exhaust memory
-          step = max(1, LANES // max(1, math.prod(self.open_axes.values())))
+          step = n if u.axis_type is AxisType.WARP else max(1, LANES // max(1, math.prod(self.open_axes.values())))
           for start in range(0, n, step):
             env[u] = self._lane(u, np.arange(start, min(n, start + step))); self.open_axes[self.axis[u]] = min(step, n - start)
             self._run(i + 1, end, mask)
@@ -169,6 +173,7 @@ class Interpreter:
       elif op is Ops.STACK or op in _NOTHING: pass
       elif op in GroupOp.Elementwise: env[u] = run_alu(op, u.dtype, *(env[s] for s in u.src))
       elif op is Ops.BITCAST: env[u] = bitcast(env[u.src[0]], u.src[0].dtype, u.dtype)
+      elif op is Ops.WMMA: env[u] = run_wmma(u.arg, *(env[s] for s in u.src), self.warp)
       else: raise NotImplementedError(f"{self.name}: the PYTHON device cannot run {op.name}")
       i += 1
 

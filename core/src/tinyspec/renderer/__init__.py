@@ -5,6 +5,7 @@ be, whether shared memory or tensor cores exist), then hands the finished LINEAR
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from tinyspec.dtype import ALL, DType, dtypes
@@ -13,25 +14,60 @@ from tinyspec.uop.uop import UOp
 
 STORABLE = frozenset(ALL) - {dtypes.index, dtypes.void}
 
+_OPERANDS = (("A", "mk"), ("B", "kn"), ("C", "mn"))  # each operand's rows and columns, as letters of dims (M, N, K)
+
 @dataclass(frozen=True)
 class TensorCore:
-  """One matrix instruction of a device: D(MxN) = A(MxK) @ B(KxN) + C, computed together by `threads` threads, each holding
-  `elements` = (of A, of B, of C/D) values in registers. The optimizer's TC opt (a later issue) reads these tables."""
+  """One matrix instruction of a device: D(MxN) = A(MxK) @ B(KxN) + C, computed together by `threads` threads (a warp),
+  each holding `elements` = (of A, of B, of C/D) values in registers, placed as `layout` says. The optimizer's TC opt
+  (engine/tensorcore.py) builds the WMMA for it, the PYTHON device runs it (interpreter/wmma.py), renderers emit it."""
   dims: tuple[int, int, int]
-  """(M, N, K)."""
+  """(M, N, K), each a power of two."""
   threads: int
   elements: tuple[int, int, int]
   dtype_in: DType
   dtype_out: DType
   name: str = ""
-  """The instruction, e.g. "mma.sync.m16n8k16" or "v_wmma_f32_16x16x16_f16"."""
+  """The instruction, e.g. "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" or "v_wmma_f32_16x16x16_f16"."""
+  layout: tuple[str, str, str] = ("", "", "")
+  """Which value each lane holds, for A, B and C/D, as the vendor's manual places them: "<lane bits> | <element bits>",
+  each bit of the lane number (then of the value's place in the lane's registers), lowest first, named by the bit of the
+  row or column it gives: "m3" is bit 3 of A's row, "k0" bit 0 of the shared dimension, "-" a lane bit the operand does
+  not vary with (two lanes holding the same value). CUDA's m16n8k16 A is "k1 k2 m0 m1 m2 | k0 m3 k3": lane 5 (binary
+  00101) holds rows 1 and 9 (m0 from lane bit 2, m3 from element bit 1) of columns 2, 3, 10 and 11 (k1 from lane bit 0,
+  k0 and k3 from element bits 0 and 2)."""
 
   def __post_init__(self):
-    m, n, k = self.dims
-    # every value of A, B and C is held by exactly one thread
-    if any(e * self.threads != size for e, size in zip(self.elements, (m * k, k * n, m * n))):
-      raise ValueError(f"TensorCore {self.name or self.dims}: {self.threads} threads x elements {self.elements} do not cover "
-                       f"A {m}x{k}, B {k}x{n}, C {m}x{n}")
+    where = f"TensorCore {self.name or self.dims}"
+    if any(d < 1 or d & (d - 1) for d in (*self.dims, self.threads, *self.elements)):
+      raise ValueError(f"{where}: dims {self.dims}, threads {self.threads} and elements {self.elements} must be powers of two")
+    for (op, rc), spec, count in zip(_OPERANDS, self.layout, self.elements):
+      lane, elem = self.bits(op)
+      if len(lane) != self.threads.bit_length() - 1 or len(elem) != count.bit_length() - 1:
+        raise ValueError(f"{where}: layout of {op} {spec!r} needs {self.threads.bit_length() - 1} lane bits | {count.bit_length() - 1} element bits")
+      want = sorted((d, b) for d in rc for b in range(self.dims["mnk".index(d)].bit_length() - 1))
+      if sorted(x for x in lane + elem if x is not None) != want or None in elem:
+        raise ValueError(f"{where}: layout of {op} {spec!r} must name each bit of {' '.join(f'{d}{b}' for d, b in want)} once")
+
+  def bits(self, operand: str) -> tuple[tuple[tuple[str, int] | None, ...], tuple[tuple[str, int] | None, ...]]:
+    """The layout of `operand` ("A", "B" or "C") parsed: (lane bits, element bits), each ("m", 3) for m3 or None for "-"."""
+    spec = self.layout["ABC".index(operand)]
+    if spec.count("|") != 1: raise ValueError(f"TensorCore {self.name or self.dims}: layout of {operand} {spec!r} is not '<lane bits> | <element bits>'")
+    def parse(tok: str): return None if tok == "-" else (tok[0], int(tok[1:])) if re.fullmatch(r"[mnk]\d+", tok) else tok
+    lane, elem = (tuple(parse(t) for t in part.split()) for part in spec.split("|"))
+    if bad := [t for t in lane + elem if isinstance(t, str)]: raise ValueError(f"TensorCore {self.name or self.dims}: layout token {bad[0]!r} is not m<i>, n<i>, k<i> or -")
+    return lane, elem
+
+  def coords(self, operand: str, lane: int, element: int) -> tuple[int, int]:
+    """(row, column) of the value `element` of lane `lane` in `operand`: the layout applied to two numbers."""
+    pos = {"m": 0, "n": 0, "k": 0}
+    for bits, value in zip(self.bits(operand), (lane, element)):
+      for i, b in enumerate(bits):
+        if b is not None and value >> i & 1: pos[b[0]] += 1 << b[1]
+    rows, cols = dict(_OPERANDS)[operand]
+    return pos[rows], pos[cols]
+
+  def __repr__(self): return f"TensorCore({self.name or 'x'.join(map(str, self.dims))}, {self.dtype_in.name} -> {self.dtype_out.name})"
 
 class Renderer:
   """Turns a linearized kernel into source code for one device. Subclasses set the class attributes and implement `render`.

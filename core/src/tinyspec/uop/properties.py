@@ -149,7 +149,7 @@ SHAPE_RULES: dict[Ops, Callable[[UOp], tuple]] = {
   Ops.PERMUTE: _shape_permute, Ops.FLIP: _shape_flip, Ops.RESHAPE: _shape_reshape, Ops.EXPAND: _shape_expand,
   Ops.PAD: _shape_pad_shrink, Ops.SHRINK: _shape_pad_shrink, Ops.INDEX: _shape_index, Ops.STACK: _shape_stack, Ops.BITCAST: _shape_bitcast,
   Ops.REPLICATED: lambda u: _collapse(u, u.arg), Ops.REDUCE: lambda u: _collapse(u, u.arg[1]),
-  Ops.GETTUPLE: _shape_gettuple, Ops.STORE: _shape_store,
+  Ops.GETTUPLE: _shape_gettuple, Ops.STORE: _shape_store, Ops.WMMA: lambda u: u.src[2].shape,  # a lane's part of C
 }
 
 def _shape_src0(u: UOp): return u.src[0].shape

@@ -127,6 +127,11 @@ def _ints(xs) -> bool: return isinstance(xs, tuple) and all(_is_pyint(x) for x i
 def _device(d) -> bool: return isinstance(d, str) or (isinstance(d, tuple) and len(d) > 0 and all(isinstance(x, str) for x in d))
 def _one_dtype(srcs) -> bool: return len({s.dtype for s in srcs}) <= 1
 def _never(u: UOp, g: _Graph) -> bool: return False
+def _lane_number(idx: UOp, g: _Graph) -> bool: return idx.op is Ops.CONST or (idx.op is Ops.RANGE and idx.axis_type in (AxisType.UPCAST, AxisType.UNROLL))
+def _tensor_core(arg) -> bool:
+  """Whether a WMMA's arg describes a matrix instruction (a renderer's TensorCore, which this layer below renderers does
+  not import): its dims, lanes, elements and dtypes."""
+  return all(hasattr(arg, f) for f in ("dims", "threads", "elements", "dtype_in", "dtype_out", "layout"))
 
 def _const_ok(arg) -> bool:
   """A CONST's value has its dtype's Python type: bool for bool, int for ints and index, float for floats."""
@@ -263,8 +268,12 @@ _KERNEL_AND_LINEAR: list[Rule] = [
   (KERNEL_MOVEMENT_BANNED, _never, "is a movement op: after rangeify only INDEX addresses memory"),
   # expand makes vectors: STACKs of scalar lanes, INDEX(buf, lanes(i, n)) addresses n elements, INDEX(vector, CONST) a lane
   (_ops(Ops.STACK), lambda u, g: all(s.shape == () for s in u.src), "a STACK here joins scalars (a shape, or a vector's lanes)"),
-  (_ops(Ops.INDEX), lambda u, g: not reads_lane(u) or (len(u.src) == 2 and u.src[1].op is Ops.CONST),
-   "reads a vector's lane: the index must be one CONST, got {srcs}"),
+  (_ops(Ops.INDEX), lambda u, g: not reads_lane(u) or (len(u.src) == 2 and _lane_number(u.src[1], g)),
+   "reads a vector's lane: the index must be one CONST (or, before expand, an UPCAST range), got {srcs}"),
+  (_ops(Ops.WMMA), lambda u, g: _tensor_core(u.arg) and [s.shape for s in u.src] == [(e,) for e in u.arg.elements],
+   "multiplies a lane's fragments: arg a TensorCore and sources vectors of its elements, got {arg} and {srcs}"),
+  (_ops(Ops.WMMA), lambda u, g: [s.dtype for s in u.src] == [u.arg.dtype_in, u.arg.dtype_in, u.arg.dtype_out],
+   "takes A and B in the TensorCore's dtype_in and C in its dtype_out, got {dts}"),
   (_ops(Ops.BITCAST), lambda u, g: u.arg.itemsize == u.src[0].dtype.itemsize, "reinterprets a scalar here: itemsizes must match, got {dts} -> {arg}"),
 ]
 

@@ -20,20 +20,28 @@ ARCHS = ("gfx1100", "gfx942", "gfx1201")
 
 _F16, _BF16, _F32 = dtypes.float16, dtypes.bfloat16, dtypes.float32
 
-def _wmma(kind: str, inp, out) -> TensorCore:
-  # 16x16x16 on a wave32; the values of A, B and C counted once (RDNA3's registers hold each A/B value in two lanes, lanes
-  # 0-15 and 16-31, and its C in every other half of a register; RDNA4 holds each value once)
+# where each value lives (see TensorCore.layout), from AMD's manuals: RDNA3 holds a row of A (a column of B) in each lane,
+# lanes 16-31 repeating lanes 0-15, and C's even rows in lanes 0-15, odd rows in 16-31; RDNA4 holds each value once
+RDNA3 = ("m0 m1 m2 m3 - | k0 k1 k2 k3", "n0 n1 n2 n3 - | k0 k1 k2 k3", "n0 n1 n2 n3 m0 | m1 m2 m3")
+RDNA4 = ("m0 m1 m2 m3 k2 | k0 k1 k3", "n0 n1 n2 n3 k2 | k0 k1 k3", "n0 n1 n2 n3 m3 | m0 m1 m2")
+# CDNA3's MFMA on a wave64: lane % 16 (or % 32) is the row of A and column of B and C, the lane's quarter (half) picks k
+MFMA_16 = ("m0 m1 m2 m3 k2 k3 | k0 k1", "n0 n1 n2 n3 k2 k3 | k0 k1", "n0 n1 n2 n3 m2 m3 | m0 m1")
+MFMA_32 = ("m0 m1 m2 m3 m4 k2 | k0 k1", "n0 n1 n2 n3 n4 k2 | k0 k1", "n0 n1 n2 n3 n4 m2 | m0 m1 m3 m4")
+
+def _wmma(layout, inp, out) -> TensorCore:
   name = f"v_wmma_{'f32' if out is _F32 else 'f16'}_16x16x16_{'f16' if inp is _F16 else 'bf16'}"
-  return TensorCore((16, 16, 16), 32, (8, 8, 8), inp, out, f"{name} ({kind})")
+  return TensorCore((16, 16, 16), 32, (16, 16, 8) if layout is RDNA3 else (8, 8, 8), inp, out, name, layout)
+
+def _mfma(dims, inp, layout) -> TensorCore:
+  m, n, k = dims
+  return TensorCore(dims, 64, (4, 4, m * n // 64), inp, _F32, f"v_mfma_f32_{m}x{n}x{k}_{'f16' if inp is _F16 else 'bf16'}", layout)
 
 TENSOR_CORES: dict[str, tuple[TensorCore, ...]] = {
-  "gfx11": tuple(_wmma("gfx11", i, o) for i, o in ((_F16, _F32), (_BF16, _F32), (_F16, _F16))),
-  "gfx12": tuple(_wmma("gfx12", i, o) for i, o in ((_F16, _F32), (_BF16, _F32), (_F16, _F16))),
-  # CDNA3 MFMA on a wave64: 16x16x16 (4 values of A, B and C per lane) and 32x32x8 (4 of A and B, 16 of C)
-  "gfx9": (TensorCore((16, 16, 16), 64, (4, 4, 4), _F16, _F32, "v_mfma_f32_16x16x16_f16"),
-           TensorCore((16, 16, 16), 64, (4, 4, 4), _BF16, _F32, "v_mfma_f32_16x16x16_bf16"),
-           TensorCore((32, 32, 8), 64, (4, 4, 16), _F16, _F32, "v_mfma_f32_32x32x8_f16"),
-           TensorCore((32, 32, 8), 64, (4, 4, 16), _BF16, _F32, "v_mfma_f32_32x32x8_bf16")),
+  # RDNA3's f16 result fills every other half of its registers, which no layout here spells: only f32 results on gfx11
+  "gfx11": (_wmma(RDNA3, _F16, _F32), _wmma(RDNA3, _BF16, _F32)),
+  "gfx12": (_wmma(RDNA4, _F16, _F32), _wmma(RDNA4, _BF16, _F32), _wmma(RDNA4, _F16, _F16)),
+  "gfx9": (_mfma((16, 16, 16), _F16, MFMA_16), _mfma((16, 16, 16), _BF16, MFMA_16), _mfma((32, 32, 8), _F16, MFMA_32),
+           _mfma((32, 32, 8), _BF16, MFMA_32)),
 }
 """The matrix instructions of each AMD family (gfx9: CDNA's MFMA; gfx11, gfx12: RDNA's WMMA), keyed by the arch prefix."""
 

@@ -35,14 +35,22 @@ _FROM_BITS = {dtypes.float16: ("__ushort_as_half", "unsigned short"), dtypes.bfl
 _TO_16 = {dtypes.float16: "__float2half_rn", dtypes.bfloat16: "__float2bfloat16_rn"}
 _FROM_DOUBLE = {dtypes.float16: "__double2half", dtypes.bfloat16: "__double2bfloat16"}
 
-# mma.sync shapes (PTX ISA, "Warp-level matrix multiply-accumulate"): one warp of 32 threads, A/B/C fragments per thread
-TC_SM75 = (TensorCore((16, 8, 8), 32, (4, 2, 4), dtypes.float16, dtypes.float32, "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32"),)
+# mma.sync shapes (PTX ISA, "Matrix Fragments for mma.m16n8k*"): one warp of 32 threads; a lane's groupID (lane >> 2) is
+# its row of A and C and column of B, its threadID_in_group (lane % 4) picks columns of A and C and rows of B
+_C = "n1 n2 m0 m1 m2 | n0 m3"  # every shape's C/D: rows groupID and groupID + 8, columns 2 * threadID_in_group + 0, 1
+_K8 = ("k1 k2 m0 m1 m2 | k0 m3", "k1 k2 n0 n1 n2 | k0", _C)
+_K16 = ("k1 k2 m0 m1 m2 | k0 m3 k3", "k1 k2 n0 n1 n2 | k0 k3", _C)
+_TF32 = ("k0 k1 m0 m1 m2 | m3 k2", "k0 k1 n0 n1 n2 | k2", _C)  # one 32-bit value per register: columns threadID_in_group + 0, 4
+_S8 = ("k2 k3 m0 m1 m2 | k0 k1 m3 k4", "k2 k3 n0 n1 n2 | k0 k1 k4", _C)  # four 8-bit values per register
+def _mma(shape, elements, di, do, layout, types) -> TensorCore:
+  return TensorCore(shape, 32, elements, di, do, f"mma.sync.aligned.m{shape[0]}n{shape[1]}k{shape[2]}.row.col.{types}", layout)
+TC_SM75 = (_mma((16, 8, 8), (4, 2, 4), dtypes.float16, dtypes.float32, _K8, "f32.f16.f16.f32"),)
 TC_SM80 = (
-  TensorCore((16, 8, 16), 32, (8, 4, 4), dtypes.float16, dtypes.float32, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"),
-  TensorCore((16, 8, 16), 32, (8, 4, 4), dtypes.float16, dtypes.float16, "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16"),
-  TensorCore((16, 8, 16), 32, (8, 4, 4), dtypes.bfloat16, dtypes.float32, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"),
-  TensorCore((16, 8, 8), 32, (4, 2, 4), dtypes.float32, dtypes.float32, "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"),
-  TensorCore((16, 8, 32), 32, (16, 8, 4), dtypes.int8, dtypes.int32, "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32"),
+  _mma((16, 8, 16), (8, 4, 4), dtypes.float16, dtypes.float32, _K16, "f32.f16.f16.f32"),
+  _mma((16, 8, 16), (8, 4, 4), dtypes.float16, dtypes.float16, _K16, "f16.f16.f16.f16"),
+  _mma((16, 8, 16), (8, 4, 4), dtypes.bfloat16, dtypes.float32, _K16, "f32.bf16.bf16.f32"),
+  _mma((16, 8, 8), (4, 2, 4), dtypes.float32, dtypes.float32, _TF32, "f32.tf32.tf32.f32"),
+  _mma((16, 8, 32), (16, 8, 4), dtypes.int8, dtypes.int32, _S8, "s32.s8.s8.s32"),
 )
 
 class CUDARenderer(CStyleRenderer):

@@ -33,7 +33,9 @@ class MetalRenderer(CStyleRenderer):
   native = frozenset({Ops.SUB, Ops.DIV, Ops.CMPGT, Ops.CMPGE, Ops.CMPLE, Ops.CMPEQ, Ops.SQRT, Ops.EXP2, Ops.LOG2, Ops.SIN})
   has_local, has_shared = True, True
   local_max, global_max, shared_max = (1024, 1024, 1024), (2**31 - 1, 65535, 65535), 32 * 1024
-  tensor_cores = tuple(TensorCore((8, 8, 8), 32, (2, 2, 2), di, do, "simdgroup_multiply_accumulate")
+  # thread_elements() of an 8x8 simdgroup matrix, as measured on Apple GPUs (Apple does not document it)
+  tensor_cores = tuple(TensorCore((8, 8, 8), 32, (2, 2, 2), di, do, "simdgroup_multiply_accumulate",
+                                  ("k1 m0 m1 k2 m2 | k0", "n1 k0 k1 n2 k2 | n0", "n1 m0 m1 n2 m2 | n0"))
                        for di, do in ((dtypes.float32, dtypes.float32), (dtypes.float16, dtypes.float32), (dtypes.float16, dtypes.float16)))
   type_map = METAL_TYPES
   kernel_prefix, buffer_prefix, local_prefix, helper_prefix = "kernel ", "device ", "threadgroup ", "inline "
