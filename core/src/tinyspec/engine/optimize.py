@@ -296,16 +296,30 @@ def _applies(kernel: UOp, opts: list[Opt]) -> bool:
   except OptError: return False
   return True
 
+def tensor_core_opts(kernel: UOp, renderer: Renderer) -> list[Opt]:
+  """A TC opt with the first of the renderer's tensor cores whose matmul the kernel is, with each of its m, n and k at
+  least the instruction's size (so padding at most doubles them). TC=0 turns tensor cores off; by default only 16-bit
+  and narrower inputs use them, TC=2 float32 too (NVIDIA's tf32 then keeps 10 bits of their mantissa)."""
+  if (mode := os.environ.get("TC", "1")) == "0": return []
+  for tc in renderer.tensor_cores:
+    if tc.dtype_in.itemsize >= 4 and mode != "2": continue
+    found = TC.matches(kernel, tc)
+    if found and all(r.size >= d for r, d in zip((found[0].m, found[0].n, found[0].k), tc.dims)) and _applies(kernel, opts := [Opt(OptOps.TC, 0, tc)]):
+      return opts
+  return []
+
 PAD_LANES = 16  # the workgroup part a GPU output axis whose size has no power-of-two factor of 16 or more is padded to
 
 def gpu_opts(kernel: UOp, renderer: Renderer) -> list[Opt]:
-  """Opts for a GPU kernel, whose output axes start GLOBAL: a reduction whose inputs are reused across 4096 outputs or more
+  """Opts for a GPU kernel, whose output axes start GLOBAL: a matmul in a tensor core's dtypes uses it (`tensor_core_opts`);
+  otherwise a reduction whose inputs are reused across 4096 outputs or more
   gets a register tile per lane (`register_tile` within `max_upcast`: 4x8 for the default 32, 16x8 for 128); any other
   long reduction is split over a workgroup (GROUP_REDUCE, partial sums in LOCAL memory), so a workgroup's lanes read a
   row together instead of one row each; an
   elementwise kernel gets its contiguous output axis upcast to vectors (`vector_upcast`). The output's innermost axis
   left gets a LOCAL part, so neighbouring lanes of a workgroup touch neighbouring memory; where its size has no power-of-two
   factor of PAD_LANES or more (1001), it is padded to a multiple of PAD_LANES first, the padded lanes masked."""
+  if tc := tensor_core_opts(kernel, renderer): return tc
   rngs = axes(kernel)
   sized = [r for r in rngs if (r.size or 0) > 1]
   glob, red = [r for r in sized if r.axis_type is AxisType.GLOBAL], [r for r in sized if r.axis_type is AxisType.REDUCE]

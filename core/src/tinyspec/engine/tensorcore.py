@@ -37,9 +37,13 @@ class Match:
   k: UOp
 
 def _operand(x: UOp, tc: TensorCore) -> UOp | None:
-  """x as a value of the instruction's input dtype: x itself, or what it was cast from."""
+  """x as a value of the instruction's input dtype: x itself, what it was cast from, or a padded one (a convolution's
+  input: WHERE(inside, cast(v), 0) is WHERE(inside, v, 0) cast), where that is exact; None where it is not."""
   while x.op is Ops.CAST and x.dtype is not tc.dtype_in: x = x.src[0]
-  return x if x.dtype is tc.dtype_in else None
+  if x.dtype is tc.dtype_in: return x
+  if x.op is Ops.WHERE and x.src[2].op is Ops.CONST and x.src[2].arg[0] == 0 and (v := _operand(x.src[1], tc)) is not None:
+    return x.src[0].where(v, UOp.const(0, tc.dtype_in))
+  return None
 
 def _products(red: UOp, tc: TensorCore) -> tuple[UOp, UOp] | None:
   """(x, y) when REDUCE `red` sums x * y as `tc` computes it."""

@@ -174,6 +174,11 @@ class CStyleRenderer(Renderer):
       raise NotImplementedError(f"{type(self).__name__} cannot render SPECIAL {name!r} (it knows {sorted(self.specials) or 'none'})")
     return self.specials[prefix].format(d=d, xyz=_XYZ[int(d)])
 
+  def render_wmma(self, tc, out: str, a: list[str], b: list[str], c: list[str]) -> list[str]:
+    """The statements of one WMMA (instruction `tc`, a TensorCore of `tensor_cores`): the lane's elements of A, B and C
+    are the expressions a, b and c; they declare the array `out` of its elements of D, which the kernel reads as out[j]."""
+    raise NotImplementedError(f"{type(self).__name__} cannot render WMMA ({tc.name}): it declares no tensor cores")
+
   def render_atomic_add(self, target: str, val: str, dt: DType) -> str:
     """The statement that adds `val` to the memory `target` (an lvalue such as `data0[v3]`) atomically."""
     raise NotImplementedError(f"{type(self).__name__} has no atomic add for {dt!r}")
@@ -315,6 +320,7 @@ class _Kernel:
     self.local_size = [1, 1, 1]
     self.depth = 1
     self.written = {b.arg[0] for u in linear.src if u.op in (Ops.STORE, Ops.ATOMICADD) and (b := buffer_of(u.src[0])).op is Ops.PARAM}
+    self.fragments = {s for u in linear.src if u.op is Ops.WMMA for s in u.src}  # STACKs a WMMA reads element by element
 
   def emit(self, line: str) -> None: self.body.append("  " * self.depth + line)
 
@@ -354,6 +360,7 @@ def _special(k: _Kernel, i: int, u: UOp) -> None:
   if u.arg.startswith("lidx") and u.size is not None: k.local_size[int(u.arg[4:])] = u.size
 
 def _index(k: _Kernel, i: int, u: UOp) -> None:
+  if reads_lane(u) and u.src[0].op is Ops.WMMA: k.expr[u] = f"{k.expr[u.src[0]]}[{u.src[1].arg[0]}]"; return  # D's elements: an array
   if reads_lane(u): k.expr[u] = k.r.render_lane(k.expr[u.src[0]], u.src[1].arg[0], u.src[0].shape[0]); return
   if len(u.src) != 2: raise NotImplementedError(f"INDEX with {len(u.src) - 1} indices (the pipeline makes flat ones)")
   if not u.src[1].shape: k.expr[u] = f"{k.expr[u.src[0]]}[{k.expr[u.src[1]]}]"  # (a vector's address is only read by access)
@@ -388,6 +395,13 @@ def _custom(k: _Kernel, i: int, u: UOp) -> None:  # arg is a format string over 
   if u.dtype is dtypes.void: k.emit(text)
   else: k.define(i, u, text)
 
+def _stack(k: _Kernel, i: int, u: UOp) -> None:
+  if u not in k.fragments: k.define(i, u, k.r.render_vectorize([k.expr[s] for s in u.src], k.r._vdtype(u)))  # a vector of values
+
+def _wmma(k: _Kernel, i: int, u: UOp) -> None:
+  k.expr[u] = f"wmma{i}"
+  for line in k.r.render_wmma(u.arg, f"wmma{i}", *([k.expr[s] for s in frag.src] for frag in u.src)): k.emit(line)
+
 def _alu(k: _Kernel, i: int, u: UOp) -> None:  # the primitives, the `native` decomposed ops, and BITCAST
   if not (k.r.supports(u.op) or u.op is Ops.BITCAST):
     raise NotImplementedError(f"{type(k.r).__name__} cannot render {u.op.name} (instruction {i} of {k.name})")
@@ -395,7 +409,7 @@ def _alu(k: _Kernel, i: int, u: UOp) -> None:  # the primitives, the `native` de
 
 _RENDER: dict[Ops, Callable[[_Kernel, int, UOp], None]] = {
   Ops.CONST: lambda k, i, u: k.expr.__setitem__(u, k.r.render_const(u.arg[0], u.dtype)),          # written into its users
-  Ops.STACK: lambda k, i, u: k.define(i, u, k.r.render_vectorize([k.expr[s] for s in u.src], k.r._vdtype(u))),  # a vector of values
+  Ops.STACK: _stack, Ops.WMMA: _wmma,                                                              # WMMA's fragments: its elements
   Ops.PARAM: _param, Ops.BUFFER: _buffer, Ops.SPECIAL: _special,
   Ops.AFTER: lambda k, i, u: k.expr.__setitem__(u, k.expr[u.src[0]]),                             # ordering only: statements run in order
   Ops.INDEX: _index, Ops.LOAD: _load, Ops.STORE: _store,

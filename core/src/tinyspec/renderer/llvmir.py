@@ -129,6 +129,11 @@ class LLVMRenderer(Renderer):
     D, or lidxD, the id within the workgroup. A GPU subclass overrides it; the default refuses, having no workgroups."""
     raise NotImplementedError(f"SPECIAL is not supported: {type(self).__name__} renders for a target without workgroups ({name})")
 
+  def wmma_intrinsic(self, tc) -> tuple[str, str, str]:
+    """(intrinsic, the LLVM type of A's and B's elements in its call, its arguments after A, B and C) for instruction `tc`
+    (a TensorCore of `tensor_cores`), e.g. ("llvm.amdgcn.wmma.f32.16x16x16.f16.v8f32.v16f16", "half", "")."""
+    raise NotImplementedError(f"{type(self).__name__} cannot render WMMA ({tc.name}): it declares no tensor cores")
+
   def render(self, name: str, linear: UOp) -> str:
     return _Function(name, linear.src, self).render()
 
@@ -230,6 +235,19 @@ def _stack(f: _Function, u: UOp) -> str:  # a vector of values (index STACKs, sh
   v = "poison"
   for j, s in enumerate(u.src): v = f.emit(f"insertelement {_vec(u)} {v}, {_REG[s.dtype.scalar()]} {f.op(s)}, i32 {j}")
   return v
+
+def _wmma(f: _Function, u: UOp) -> str:  # the lanes' fragments as vectors of the intrinsic's types (bfloat16 as its 16 bits)
+  name, elem, extra = f.r.wmma_intrinsic(u.arg)
+  def vector(frag: UOp, ty: str) -> str:
+    v = "poison"
+    for j, s in enumerate(frag.src):
+      x = _bf16_to_bits(f, f.op(s)) if s.dtype is dtypes.bfloat16 and ty == "i16" else f.op(s)
+      v = f.emit(f"insertelement <{len(frag.src)} x {ty}> {v}, {ty} {x}, i32 {j}")
+    return v
+  ta, tout = f"<{u.src[0].shape[0]} x {elem}>", _vec(u)
+  args = f"{ta} {vector(u.src[0], elem)}, {ta} {vector(u.src[1], elem)}, {tout} {vector(u.src[2], _REG[u.dtype])}{extra}"
+  f.decls.add(f"declare {tout} @{name}({', '.join(a.rsplit(' ', 1)[0] for a in args.split(', '))})")
+  return f.emit(f"call {tout} @{name}({args})")
 
 def _special(f: _Function, u: UOp) -> str:
   fn = f.intrinsic(f.r.special(u.arg), "i32")
@@ -461,7 +479,7 @@ def _int_alu(f: _Function, u: UOp, t: str, s: list[str]) -> str:
 _RENDER = {
   Ops.CONST: lambda f, u: None, Ops.BUFFER: _buffer, Ops.INDEX: _index, Ops.LOAD: _load, Ops.STORE: _store,
   Ops.RANGE: _range, Ops.END: _end, Ops.IF: _if, Ops.ENDIF: _endif, Ops.AFTER: lambda f, u: f.val.get(u.src[0]),
-  Ops.SPECIAL: _special, Ops.BARRIER: _barrier, Ops.STACK: _stack,
+  Ops.SPECIAL: _special, Ops.BARRIER: _barrier, Ops.STACK: _stack, Ops.WMMA: _wmma,
   **{op: (lambda f, u: None) for op in _NOTHING},
   **{op: _alu for op in (Ops.RECIP, Ops.TRUNC, Ops.CAST, Ops.BITCAST, Ops.ADD, Ops.MUL, Ops.MAX, Ops.MOD, Ops.IDIV, Ops.CMPLT, Ops.CMPNE,
                          Ops.XOR, Ops.OR, Ops.AND, Ops.SHR, Ops.SHL, Ops.WHERE, *LLVMRenderer.native)},

@@ -15,6 +15,8 @@ import llvmlite.binding as llvm
 from tinyspec.device import CompileError, Compiler, llvm_o3
 from tinyspec.renderer.llvmir import KernelInfo
 
+from tinyspec_amd.renderer import TENSOR_CORES, AMDRenderer, family
+
 TRIPLE = "amdgcn-amd-amdhsa"
 CODE_OBJECT_VERSION = 5
 """Code object v5: what ROCm 5.3 and every later ROCm loads (LLVM 22 would default to v6, which needs ROCm 6.3+)."""
@@ -28,6 +30,11 @@ def _target() -> llvm.Target:
   except RuntimeError as e: raise RuntimeError(f"this llvmlite's LLVM has no AMDGPU target ({e})") from None
 
 def llvm_version() -> str: return ".".join(map(str, llvm.llvm_version_info))
+
+@functools.cache
+def matrix_intrinsics() -> dict[str, str]:
+  """{LLVM intrinsic: the arch family that has it} for every tensor-core table entry (renderer.TENSOR_CORES)."""
+  return {AMDRenderer(f"{fam}00").wmma_intrinsic(tc)[0]: fam for fam, tcs in TENSOR_CORES.items() for tc in tcs}
 
 class AMDCompiler(Compiler):
   """Builds each kernel for every arch in `archs` (O3), failing with LLVM's message on the first that cannot be built."""
@@ -45,7 +52,11 @@ class AMDCompiler(Compiler):
     try: KernelInfo.parse(src)  # the runtime needs the header: refuse source without one here, not at load
     except (ValueError, KeyError) as e: raise CompileError(self.name, str(e), src) from None
     header = src.split("\n", 1)[0]
-    objs = {arch: self._object(src, arch, tm) for arch, tm in self.machines.items()}
+    # a matrix intrinsic exists on its family only (LLVM aborts the process on another): such a kernel is built for those
+    needs = {fam for name, fam in matrix_intrinsics().items() if f"@{name}(" in src}
+    archs = [a for a in self.archs if not needs or family(a) in needs]
+    if not archs: raise CompileError(self.name, f"the kernel calls matrix instructions of {', '.join(sorted(needs))}, none of {', '.join(self.archs)}", src)
+    objs = {arch: self._object(src, arch, self.machines[arch]) for arch in archs}
     return f"{header}\n{json.dumps({a: len(o) for a, o in objs.items()})}\n".encode() + b"".join(objs.values())
 
   def _object(self, src: str, arch: str, tm: llvm.TargetMachine) -> bytes:

@@ -57,6 +57,14 @@ class MetalRenderer(CStyleRenderer):
     t = self.render_dtype(dt)
     return f"*((device packed_{t}*)({buf} + {idx})) = packed_{t}({val});"
 
+  def render_wmma(self, tc, out: str, a: list[str], b: list[str], c: list[str]) -> list[str]:
+    # each thread puts its two elements of A, B and C into simdgroup matrices and takes its two of D back out
+    t_in, t_out = self.render_dtype(tc.dtype_in), self.render_dtype(tc.dtype_out)
+    lines = [f"simdgroup_{t_in}8x8 {out}_a, {out}_b; simdgroup_{t_out}8x8 {out}_c;"]
+    for name, vals in (("a", a), ("b", b), ("c", c)): lines += [f"{out}_{name}.thread_elements()[{j}] = {x};" for j, x in enumerate(vals)]
+    lines.append(f"simdgroup_multiply_accumulate({out}_c, {out}_a, {out}_b, {out}_c);")
+    return lines + [f"{t_out} {out}[{len(c)}] = {{{', '.join(f'{out}_c.thread_elements()[{j}]' for j in range(len(c)))}}};"]
+
   def render_bitcast(self, x: str, src: DType, dst: DType) -> str:
     # a constant is written as a bare literal (an int literal has 4 bytes, which as_type<uchar>(5) refuses): given its own type first
     if not x.isidentifier(): x = f"(({self.render_dtype(src)}){x})"
