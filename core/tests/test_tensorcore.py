@@ -3,7 +3,7 @@ a batched matmul and a convolution become WMMA (padded where sizes do not divide
 The plugins' real tables are checked against their manuals in the plugins' own tests, and run by the conformance suite."""
 import numpy as np
 import pytest
-from tinyspec import Device, Tensor, dtypes
+from tinyspec import Tensor, dtypes
 from tinyspec.engine import realize as R
 from tinyspec.engine import tensorcore
 from tinyspec.engine.callify import callify

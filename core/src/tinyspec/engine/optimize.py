@@ -24,8 +24,8 @@ import os
 from dataclasses import dataclass
 
 from tinyspec.dtype import AddrSpace, dtypes
-from tinyspec.engine.rangeify import reduce_identity
 from tinyspec.engine import tensorcore as TC
+from tinyspec.engine.rangeify import reduce_identity
 from tinyspec.renderer import Renderer, TensorCore
 from tinyspec.uop.ops import AxisType, Ops
 from tinyspec.uop.rewrite import graph_rewrite
@@ -304,8 +304,8 @@ def tensor_core_opts(kernel: UOp, renderer: Renderer) -> list[Opt]:
   for tc in renderer.tensor_cores:
     if tc.dtype_in.itemsize >= 4 and mode != "2": continue
     found = TC.matches(kernel, tc)
-    if found and all(r.size >= d for r, d in zip((found[0].m, found[0].n, found[0].k), tc.dims)) and _applies(kernel, opts := [Opt(OptOps.TC, 0, tc)]):
-      return opts
+    big_enough = found and all(r.size >= d for r, d in zip((found[0].m, found[0].n, found[0].k), tc.dims))
+    if big_enough and _applies(kernel, opts := [Opt(OptOps.TC, 0, tc)]): return opts
   return []
 
 PAD_LANES = 16  # the workgroup part a GPU output axis whose size has no power-of-two factor of 16 or more is padded to

@@ -20,8 +20,6 @@ from dataclasses import dataclass
 from tinyspec.engine.rangeify import reduce_identity
 from tinyspec.renderer import TensorCore
 from tinyspec.uop.ops import AxisType, Ops
-from tinyspec.uop.rewrite import graph_rewrite
-from tinyspec.uop.symbolic import sym
 from tinyspec.uop.uop import UOp
 
 OUTPUT = (AxisType.LOOP, AxisType.GLOBAL)

@@ -107,7 +107,8 @@ class Interpreter:
       if u.op is Ops.STORE: first_write.setdefault(buffer_of(u.src[0]), i)
     # a WMMA's lanes: the WARP range, or the lidx0 a GPU made of it; its loop runs whole, never in steps or chunks
     self.warp = next((k for u, k in self.axis.items() if (u.op is Ops.RANGE and u.axis_type is AxisType.WARP) or u.arg == "lidx0"), None)
-    self.sequential = {i for i, u in enumerate(self.prog) if u.op is Ops.RANGE and u.axis_type is not AxisType.WARP and self._dependent(i, first_write)}
+    self.sequential = {i for i, u in enumerate(self.prog)
+                       if u.op is Ops.RANGE and u.axis_type is not AxisType.WARP and self._dependent(i, first_write)}
 
   def _dependent(self, i: int, first_write: dict[UOp, int]) -> bool:
     """Whether the iterations of the RANGE at position i depend on each other (see the module docstring)."""

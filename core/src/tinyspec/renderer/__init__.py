@@ -44,7 +44,8 @@ class TensorCore:
     for (op, rc), spec, count in zip(_OPERANDS, self.layout, self.elements):
       lane, elem = self.bits(op)
       if len(lane) != self.threads.bit_length() - 1 or len(elem) != count.bit_length() - 1:
-        raise ValueError(f"{where}: layout of {op} {spec!r} needs {self.threads.bit_length() - 1} lane bits | {count.bit_length() - 1} element bits")
+        want = f"{self.threads.bit_length() - 1} lane bits | {count.bit_length() - 1} element bits"
+        raise ValueError(f"{where}: layout of {op} {spec!r} needs {want}")
       want = sorted((d, b) for d in rc for b in range(self.dims["mnk".index(d)].bit_length() - 1))
       if sorted(x for x in lane + elem if x is not None) != want or None in elem:
         raise ValueError(f"{where}: layout of {op} {spec!r} must name each bit of {' '.join(f'{d}{b}' for d, b in want)} once")
@@ -52,10 +53,12 @@ class TensorCore:
   def bits(self, operand: str) -> tuple[tuple[tuple[str, int] | None, ...], tuple[tuple[str, int] | None, ...]]:
     """The layout of `operand` ("A", "B" or "C") parsed: (lane bits, element bits), each ("m", 3) for m3 or None for "-"."""
     spec = self.layout["ABC".index(operand)]
-    if spec.count("|") != 1: raise ValueError(f"TensorCore {self.name or self.dims}: layout of {operand} {spec!r} is not '<lane bits> | <element bits>'")
+    if spec.count("|") != 1:
+      raise ValueError(f"TensorCore {self.name or self.dims}: layout of {operand} {spec!r} is not '<lane bits> | <element bits>'")
     def parse(tok: str): return None if tok == "-" else (tok[0], int(tok[1:])) if re.fullmatch(r"[mnk]\d+", tok) else tok
     lane, elem = (tuple(parse(t) for t in part.split()) for part in spec.split("|"))
-    if bad := [t for t in lane + elem if isinstance(t, str)]: raise ValueError(f"TensorCore {self.name or self.dims}: layout token {bad[0]!r} is not m<i>, n<i>, k<i> or -")
+    if bad := [t for t in lane + elem if isinstance(t, str)]:
+      raise ValueError(f"TensorCore {self.name or self.dims}: layout token {bad[0]!r} is not m<i>, n<i>, k<i> or -")
     return lane, elem
 
   def coords(self, operand: str, lane: int, element: int) -> tuple[int, int]:

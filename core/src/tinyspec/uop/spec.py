@@ -127,7 +127,8 @@ def _ints(xs) -> bool: return isinstance(xs, tuple) and all(_is_pyint(x) for x i
 def _device(d) -> bool: return isinstance(d, str) or (isinstance(d, tuple) and len(d) > 0 and all(isinstance(x, str) for x in d))
 def _one_dtype(srcs) -> bool: return len({s.dtype for s in srcs}) <= 1
 def _never(u: UOp, g: _Graph) -> bool: return False
-def _lane_number(idx: UOp, g: _Graph) -> bool: return idx.op is Ops.CONST or (idx.op is Ops.RANGE and idx.axis_type in (AxisType.UPCAST, AxisType.UNROLL))
+def _lane_number(idx: UOp, g: _Graph) -> bool:
+  return idx.op is Ops.CONST or (idx.op is Ops.RANGE and idx.axis_type in (AxisType.UPCAST, AxisType.UNROLL))
 def _tensor_core(arg) -> bool:
   """Whether a WMMA's arg describes a matrix instruction (a renderer's TensorCore, which this layer below renderers does
   not import): its dims, lanes, elements and dtypes."""

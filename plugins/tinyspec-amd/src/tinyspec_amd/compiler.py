@@ -55,7 +55,8 @@ class AMDCompiler(Compiler):
     # a matrix intrinsic exists on its family only (LLVM aborts the process on another): such a kernel is built for those
     needs = {fam for name, fam in matrix_intrinsics().items() if f"@{name}(" in src}
     archs = [a for a in self.archs if not needs or family(a) in needs]
-    if not archs: raise CompileError(self.name, f"the kernel calls matrix instructions of {', '.join(sorted(needs))}, none of {', '.join(self.archs)}", src)
+    if not archs:
+      raise CompileError(self.name, f"the kernel calls matrix instructions of {', '.join(sorted(needs))}, none of {', '.join(self.archs)}", src)
     objs = {arch: self._object(src, arch, self.machines[arch]) for arch in archs}
     return f"{header}\n{json.dumps({a: len(o) for a, o in objs.items()})}\n".encode() + b"".join(objs.values())
 
