@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 from tinyspec import Tensor, dtypes
 from tinyspec.conformance.builders import end, load, lower, param, store, workgroup_tree_sum
-from tinyspec.device import CompileError
+from tinyspec.conformance.test_tensor_cores import run_tensor_core_cases
+from tinyspec.conformance.test_vectors import compiled
+from tinyspec.device import CompileError, Device
 from tinyspec.uop import Ops, UOp
 from tinyspec_amd.compiler import CODE_OBJECT_VERSION, AMDCompiler, unpack
 from tinyspec_amd.renderer import ARCHS, AMDRenderer
@@ -56,3 +58,18 @@ def test_compile_error_carries_llvm_message(compiler, monkeypatch):
 def test_check_device_runs_kernels():
   x = np.arange(12, dtype=np.float32).reshape(3, 4)
   np.testing.assert_allclose((Tensor(x, device="AMD_CHECK") * 2 + 1).sum(axis=1).numpy(), (x * 2 + 1).sum(axis=1))
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_tensor_cores_build_for_their_family_and_run_exactly(arch):
+  renderer = AMDRenderer(arch)
+  with Device["AMD_CHECK"].building_for(renderer, AMDCompiler((arch,)), comment=";"):
+    for tc in renderer.tensor_cores: run_tensor_core_cases("AMD_CHECK", tc)
+
+def test_a_matrix_intrinsic_is_built_for_its_family_only(capsys, monkeypatch):
+  monkeypatch.setenv("DEBUG", "4")
+  a = np.random.default_rng(0).standard_normal((64, 64)).astype(np.float16)
+  with compiled() as kernels: got = (Tensor(a, device="AMD_CHECK") @ Tensor(a, device="AMD_CHECK")).numpy()
+  np.testing.assert_allclose(got.astype(np.float32), a.astype(np.float32) @ a.astype(np.float32), rtol=2e-2, atol=5e-2)
+  assert "call <8 x float> @llvm.amdgcn.wmma.f32.16x16x16.f16.v8f32.v16f16(<16 x half>" in capsys.readouterr().out
+  [wmma] = [k for k in kernels if "llvm.amdgcn.wmma" in k.source]
+  with pytest.raises(CompileError, match="calls matrix instructions of gfx11, none of gfx942"): AMDCompiler(("gfx942",)).compile(wmma.source)

@@ -70,7 +70,9 @@ def test_loop_with_variable():
 def test_tensor_cores():
   for arch in ("gfx1100", "gfx1201"):
     wmma = next(tc for tc in AMDRenderer(arch).tensor_cores if tc.dtype_in.name == "float16" and tc.dtype_out.name == "float32")
-    assert (wmma.dims, wmma.threads, wmma.elements) == ((16, 16, 16), 32, (8, 8, 8)) and "v_wmma_f32_16x16x16_f16" in wmma.name
+    # RDNA3 holds each value of A and B in two lanes (16 per lane), RDNA4 in one
+    assert (wmma.dims, wmma.threads, wmma.elements) == ((16, 16, 16), 32, (16, 16, 8) if arch == "gfx1100" else (8, 8, 8))
+    assert "v_wmma_f32_16x16x16_f16" in wmma.name
   mfma = AMDRenderer("gfx942").tensor_cores
   assert {tc.threads for tc in mfma} == {64} and any(tc.dims == (32, 32, 8) and tc.elements == (4, 4, 16) for tc in mfma)
   assert [family(a) for a in ARCHS] == ["gfx11", "gfx9", "gfx12"] and set(TENSOR_CORES) == {"gfx9", "gfx11", "gfx12"}
@@ -84,3 +86,23 @@ def test_limits():
 def test_renders_without_llvmlite():
   code = "import sys, tinyspec_amd.plugin, tinyspec_amd.renderer; sys.exit('llvmlite' in sys.modules)"
   assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+def manual_fragment(fam: str, tc, operand: str, lane: int, i: int) -> tuple[int, int]:
+  """(row, column) of value i of a lane's fragment, as AMD documents them (RDNA3: GPUOpen's "How to accelerate AI
+  applications on RDNA 3 using WMMA"; CDNA3: the MI300 ISA's and AMD's matrix instruction calculator; RDNA4: as tinygrad's
+  gfx12 table places them, not yet checked on hardware), written out here independently of the tables' layout strings."""
+  if fam == "gfx11": return {"A": (lane % 16, i), "B": (i, lane % 16), "C": (2 * i + lane // 16, lane % 16)}[operand]
+  if fam == "gfx12":
+    k = i % 4 + 4 * (lane // 16) + 8 * (i // 4)
+    return {"A": (lane % 16, k), "B": (k, lane % 16), "C": (i + 8 * (lane // 16), lane % 16)}[operand]
+  m = tc.dims[0]  # gfx9: 16x16x16 or 32x32x8 on 64 lanes
+  k = 4 * (lane // m) + i
+  c_row = 4 * (lane // 16) + i if m == 16 else 8 * (i // 4) + 4 * (lane // 32) + i % 4
+  return {"A": (lane % m, k), "B": (k, lane % m), "C": (c_row, lane % m)}[operand]
+
+@pytest.mark.parametrize("fam", sorted(TENSOR_CORES))
+def test_tensor_core_layouts_are_amds(fam):
+  for tc in TENSOR_CORES[fam]:
+    for operand, count in zip("ABC", tc.elements):
+      got = [tc.coords(operand, lane, i) for lane in range(tc.threads) for i in range(count)]
+      assert got == [manual_fragment(fam, tc, operand, lane, i) for lane in range(tc.threads) for i in range(count)], (tc, operand)

@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 from tinyspec import Tensor, dtypes
 from tinyspec.conformance.builders import f32, i32, load, lower, param, seed003_add, special, store, workgroup_tree_sum
+from tinyspec.conformance.test_tensor_cores import run_tensor_core_cases
+from tinyspec.conformance.test_vectors import compiled
 from tinyspec.device import CompileError, Device
 from tinyspec.uop import Ops, UOp
 from tinyspec_cuda.compiler import NVRTCCompiler
@@ -160,3 +162,39 @@ def test_elementwise_and_matmul_use_float4():
   elementwise, matmul = elementwise_and_matmul("CUDA_CHECK")
   assert "float4 v" in elementwise.source and "= load_float4(data1 + " in elementwise.source and "store_float4(data0 + " in elementwise.source
   assert "= load_float4(data" in matmul.source, matmul.source
+
+def ptx_fragment(tc, operand: str, lane: int, i: int) -> tuple[int, int]:
+  """(row, column) of element i of a lane's fragment, as the PTX ISA's "Matrix Fragments for mma.m16n8k*" tables give them
+  (groupID = lane >> 2, threadID_in_group = lane % 4), written out here independently of the tables' layout strings."""
+  g, t = lane >> 2, lane % 4
+  k, kind = tc.dims[2], tc.dtype_in
+  if operand == "C": return g + 8 * (i >= 2), t * 2 + (i & 1)
+  if kind is dtypes.float32:  # m16n8k8 tf32
+    return (g + 8 * (i % 2), t + 4 * (i >= 2)) if operand == "A" else (t + 4 * i, g)
+  if kind is dtypes.int8:  # m16n8k32 s8
+    return (g + 8 * (i % 8 >= 4), t * 4 + (i & 3) + 16 * (i >= 8)) if operand == "A" else (t * 4 + (i & 3) + 16 * (i >= 4), g)
+  if k == 8: return (g + 8 * (i >= 2), t * 2 + (i & 1)) if operand == "A" else (t * 2 + i, g)  # m16n8k8 f16
+  return (g + 8 * (i in (2, 3, 6, 7)), t * 2 + (i & 1) + 8 * (i >= 4)) if operand == "A" else (t * 2 + (i & 1) + 8 * (i >= 2), g)
+
+@pytest.mark.parametrize("arch", ["sm_75", "sm_80"])
+def test_tensor_core_layouts_are_the_ptx_isa_fragments(arch):
+  for tc in CUDARenderer(arch).tensor_cores:
+    for operand, count in zip("ABC", tc.elements):
+      got = [tc.coords(operand, lane, i) for lane in range(32) for i in range(count)]
+      assert got == [ptx_fragment(tc, operand, lane, i) for lane in range(32) for i in range(count)], (tc, operand)
+
+@pytest.mark.parametrize("arch", ["sm_75", "sm_80"])
+def test_tensor_cores_compile_with_nvrtc_and_run_exactly(arch):
+  rt = Device["CUDA_CHECK"]
+  renderer = CUDARenderer(arch)
+  with rt.building_for(renderer, NVRTCCompiler((arch,))):
+    for tc in renderer.tensor_cores: run_tensor_core_cases("CUDA_CHECK", tc)
+
+def test_debug_4_shows_mma_for_a_half_matmul(capsys, monkeypatch):
+  monkeypatch.setenv("DEBUG", "4")
+  a = np.random.default_rng(0).standard_normal((64, 64)).astype(np.float16)
+  with compiled():
+    got = (Tensor(a, device="CUDA_CHECK") @ Tensor(a, device="CUDA_CHECK")).numpy()
+  np.testing.assert_allclose(got.astype(np.float32), (a.astype(np.float32) @ a.astype(np.float32)), rtol=2e-2, atol=5e-2)
+  out = capsys.readouterr().out
+  assert 'asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32' in out and "TensorCore(mma.sync" in out

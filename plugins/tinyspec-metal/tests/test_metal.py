@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from tinyspec import Tensor, dtypes
 from tinyspec.conformance.builders import f32, i32, load, lower, param, seed003_add, special, store, workgroup_tree_sum
+from tinyspec.conformance.test_vectors import compiled
 from tinyspec.device import CompileError, Device
 from tinyspec.engine.expand import expand
 from tinyspec.engine.isel import isel
@@ -122,3 +123,28 @@ def test_elementwise_and_matmul_use_float4():
   elementwise, matmul = elementwise_and_matmul("METAL_CHECK")
   assert "= float4(*((const device packed_float4*)(data1 + " in elementwise.source, elementwise.source
   assert "*((device packed_float4*)(data0 + " in elementwise.source and "packed_float4*)(data" in matmul.source, matmul.source
+
+def simdgroup_element(operand: str, lane: int, i: int) -> tuple[int, int]:
+  """(row, column) of thread_elements()[i] of an 8x8 simdgroup matrix in SIMD lane `lane`, as measured on Apple GPUs
+  (Apple documents no layout): a quad of lanes covers 2x2 pairs of columns; written out independently of the table."""
+  row = (lane >> 1 & 1) + 2 * (lane >> 2 & 1) + 4 * (lane >> 4 & 1)
+  col = 2 * (lane & 1) + 4 * (lane >> 3 & 1) + i
+  if operand == "C": return row, col
+  # A's rows and B's columns are C's; the shared dimension takes the other lane bits
+  k_a, k_b = 2 * (lane & 1) + 4 * (lane >> 3 & 1) + i, (lane >> 1 & 1) + 2 * (lane >> 2 & 1) + 4 * (lane >> 4 & 1)
+  return (row, k_a) if operand == "A" else (k_b, col)
+
+def test_tensor_core_layout_is_simdgroup_matrix():
+  for tc in MetalRenderer().tensor_cores:
+    for operand in "ABC":
+      assert [tc.coords(operand, lane, i) for lane in range(32) for i in range(2)] == \
+             [simdgroup_element(operand, lane, i) for lane in range(32) for i in range(2)], (tc, operand)
+
+def test_debug_4_shows_simdgroup_matrix_code(capsys, monkeypatch):
+  monkeypatch.setenv("DEBUG", "4")
+  a = np.random.default_rng(0).standard_normal((64, 64)).astype(np.float16)
+  with compiled():
+    got = (Tensor(a, device="METAL_CHECK") @ Tensor(a, device="METAL_CHECK")).numpy()
+  np.testing.assert_allclose(got.astype(np.float32), a.astype(np.float32) @ a.astype(np.float32), rtol=2e-2, atol=5e-2)
+  out = capsys.readouterr().out
+  assert "simdgroup_half8x8" in out and "simdgroup_multiply_accumulate(" in out and "thread_elements()[1]" in out

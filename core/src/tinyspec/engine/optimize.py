@@ -444,6 +444,8 @@ def optimize(kernel: UOp, renderer: Renderer, opts: list[Opt] | None = None) -> 
   """The kernel with `opts` applied, by default those `hand_coded` (`gpu_opts` on a GPU) picks for `renderer`; on a GPU,
   output axes start GLOBAL (before any opt) and the GLOBAL/LOCAL/GROUP_REDUCE axes end as SPECIAL launch indices."""
   if no_opts(): opts = []
+  if foreign := [o.arg for o in opts or () if o.op is OptOps.TC and o.arg not in renderer.tensor_cores]:
+    raise OptError(f"TC: {renderer!r} has no tensor core {foreign[0]!r} (it has {len(renderer.tensor_cores)})")
   if not is_gpu(renderer): return apply_opts(kernel, hand_coded(kernel, renderer) if opts is None else opts)
   kernel = _retype(kernel, AxisType.LOOP, AxisType.GLOBAL)
   kernel = apply_opts(kernel, gpu_opts(kernel, renderer) if opts is None else opts)

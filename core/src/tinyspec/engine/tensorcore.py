@@ -54,9 +54,12 @@ def _products(red: UOp, tc: TensorCore) -> tuple[UOp, UOp] | None:
   if val.op is not Ops.MUL or (x := _operand(val.src[0], tc)) is None or (y := _operand(val.src[1], tc)) is None: return None
   return (x if pad is None else pad.where(x, UOp.const(0, x.dtype)), y)
 
+def _growth(r: UOp, size: int) -> float: return -(-r.size // size) * size / r.size  # the work padding r to a multiple adds
+
 def matches(kernel: UOp, tc: TensorCore) -> list[Match]:
-  """Every (m, n, k) choice of a reduction of `kernel` the instruction `tc` can compute, the preferred first: k the
-  innermost reduce axis, n the innermost output axis."""
+  """Every (m, n, k) choice of a reduction of `kernel` the instruction `tc` can compute, the preferred first: the least
+  padding (a convolution's k is its channels, not its 3-wide window), then k the innermost reduce axis, n the innermost
+  output axis."""
   out = []
   for red in (u for u in kernel.toposort() if u.op is Ops.REDUCE):
     if (xy := _products(red, tc)) is None: continue
@@ -65,7 +68,8 @@ def matches(kernel: UOp, tc: TensorCore) -> list[Match]:
       ks = sorted((r for r in red.src[1:] if r in ra and r in rb and r.axis_type is AxisType.REDUCE), key=lambda r: -r.axis_id)
       ms, ns = (sorted((r for r in s - t if r.axis_type in OUTPUT), key=lambda r: -r.axis_id) for s, t in ((ra, rb), (rb, ra)))
       out += [Match(red, a, b, m, n, k) for k in ks for n in ns for m in ms]
-  return sorted(out, key=lambda t: (-t.k.axis_id, -t.n.axis_id, -t.m.axis_id))
+  mm, nn, kk = tc.dims
+  return sorted(out, key=lambda t: (_growth(t.m, mm) * _growth(t.n, nn) * _growth(t.k, kk), -t.k.axis_id, -t.n.axis_id, -t.m.axis_id))
 
 def _place(tc: TensorCore, operand: str, lane: UOp, element: UOp | int) -> dict[str, UOp]:
   """{dim letter: offset} of the value `element` of lane `lane` in `operand` (an expression of both, the layout's bits)."""

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import base64
 import pickle
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from tinyspec.device.compiler import Compiler
 from tinyspec.device.memory import HostAllocator
@@ -56,3 +58,12 @@ class CheckedRuntime(Runtime):
   def __init__(self, name: str, renderer: Renderer, compiler: Compiler, comment: str = "//"):
     super().__init__(name, checked_renderer(renderer, comment), CheckedCompiler(compiler), HostAllocator())
   def program(self, name: str, binary: bytes) -> Program: return PythonProgram(name, binary)
+
+  @contextmanager
+  def building_for(self, renderer: Renderer, compiler: Compiler, comment: str = "//") -> Iterator[None]:
+    """Within, kernels are rendered by `renderer` and checked by `compiler` (another arch of this device, say, with its
+    own tensor cores); compiled kernels cached meanwhile are the caller's to drop."""
+    saved = self.renderer, self.compiler
+    self.renderer, self.compiler = checked_renderer(renderer, comment), CheckedCompiler(compiler)
+    try: yield
+    finally: self.renderer, self.compiler = saved
