@@ -17,7 +17,7 @@ import pytest
 from tinyspec import Device, Tensor, dtypes
 from tinyspec.conformance.support import check, data
 from tinyspec.engine import optimize as O
-from tinyspec.engine import realize
+from tinyspec.engine import realize, tensorcore
 from tinyspec.renderer import Renderer
 from tinyspec.uop.ops import AxisType
 from tinyspec.uop.uop import UOp
@@ -75,6 +75,12 @@ def random_opts(kernel: UOp, renderer: Renderer, r: random.Random, tries: int = 
   start = O._retype(kernel, A.LOOP, A.GLOBAL) if O.is_gpu(renderer) else kernel
   opts: list[O.Opt] = []
   if not O.axes(start): return opts
+  # half the time, a kernel one of the device's tensor cores matches starts with that TC opt (float32: tf32, Metal's f32)
+  if (tcs := [tc for tc in renderer.tensor_cores if tensorcore.matches(start, tc)]) and r.random() < 0.5:
+    try:
+      O.optimize(kernel, renderer, cand := [O.Opt(O.OptOps.TC, 0, r.choice(tcs))])
+      opts += cand
+    except O.OptError: pass
   for _ in range(tries):
     cand = _candidate(r, O.axes(O.apply_opts(start, opts)), _targets(renderer))
     try:

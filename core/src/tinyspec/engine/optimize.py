@@ -390,9 +390,9 @@ def _group_reduce(kernel: UOp, g: UOp, lane: UOp) -> UOp:
   reduces the partials of its row (the lanes, and copies, that differ only in g); only g's lane 0 writes the results."""
   n, slot = g.size, sum(u.op is Ops.BUFFER for u in kernel.toposort())
   ids = len(axes(kernel))
-  # the workgroup's other lanes (LOCAL axes) and a lane's upcast copies (UPCAST axes) each have n partials of their own
+  # the workgroup's other lanes (LOCAL and WARP axes) and a lane's upcast copies (UPCAST axes) each have n partials of their own
   rows, row = 1, UOp.const(0)
-  for r in (r for r in axes(kernel) if r.axis_type in (AxisType.LOCAL, AxisType.UPCAST)): rows, row = rows * r.size, row * r.size + r
+  for r in (r for r in axes(kernel) if r.axis_type in (AxisType.LOCAL, AxisType.WARP, AxisType.UPCAST)): rows, row = rows * r.size, row * r.size + r
   def rebuild(red: UOp) -> UOp:
     rest = tuple(r for r in red.src[1:] if r is not g)
     partial = UOp(Ops.REDUCE, (red.src[0], *rest), red.arg) if rest else red.src[0]
