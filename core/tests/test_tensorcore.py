@@ -3,7 +3,7 @@ a batched matmul and a convolution become WMMA (padded where sizes do not divide
 The plugins' real tables are checked against their manuals in the plugins' own tests, and run by the conformance suite."""
 import numpy as np
 import pytest
-from tinyspec import Tensor, dtypes
+from tinyspec import Device, Tensor, dtypes
 from tinyspec.engine import realize as R
 from tinyspec.engine import tensorcore
 from tinyspec.engine.callify import callify
@@ -26,15 +26,14 @@ def halves(*shape): return rng.standard_normal(shape, dtype=np.float32).astype(n
 
 @pytest.fixture
 def with_tc(monkeypatch):
-  """The PYTHON device's kernels compiled afresh with a TC opt where a reduction matches `tc` (set by the test)."""
-  chosen = {}
-  def opts(kernel, renderer):
-    found = tensorcore.matches(kernel, chosen["tc"])
-    return optimize(kernel, renderer, [Opt(OptOps.TC, 0, chosen["tc"])] if found else [])
-  monkeypatch.setattr(R, "optimize", opts)
+  """use(tc): the PYTHON device declares tensor core tc, and its kernels compile afresh with a TC opt where one matches."""
+  def use(tc: TensorCore) -> None:
+    monkeypatch.setattr(Device["PYTHON"].renderer, "tensor_cores", (tc,), raising=False)
+    def opts(kernel, renderer): return optimize(kernel, renderer, [Opt(OptOps.TC, 0, tc)] if tensorcore.matches(kernel, tc) else [])
+    monkeypatch.setattr(R, "optimize", opts)
   saved = (dict(R._kernels), dict(R._schedules))
   R._kernels.clear(); R._schedules.clear()
-  yield chosen
+  yield use
   R._kernels.clear(); R._schedules.clear(); R._kernels.update(saved[0]); R._schedules.update(saved[1])
 
 def wmma_kernels() -> list:
@@ -57,7 +56,7 @@ def test_bad_layouts_are_refused_when_declared(layout, message):
 @pytest.mark.parametrize("tc", [TOY, REPLICATED], ids=lambda t: t.name)
 @pytest.mark.parametrize("m, k, n", [(8, 12, 16), (7, 6, 5), (4, 4, 4)])
 def test_matmul_runs_as_wmma(with_tc, tc, m, k, n):
-  with_tc["tc"] = tc
+  with_tc(tc)
   a, b = halves(m, k), halves(k, n)
   got = (Tensor(a, device="PYTHON").float() @ Tensor(b, device="PYTHON").float()).numpy()
   np.testing.assert_allclose(got, a.astype(np.float32) @ b.astype(np.float32), rtol=1e-5, atol=1e-5)
@@ -65,7 +64,7 @@ def test_matmul_runs_as_wmma(with_tc, tc, m, k, n):
   assert any(u.op is Ops.RANGE and u.axis_type is AxisType.WARP for u in kern.linear.src)
 
 def test_half_matmul_batched_and_conv(with_tc):
-  with_tc["tc"] = TOY
+  with_tc(TOY)
   a, b = halves(3, 8, 12), halves(3, 12, 4)
   got = (Tensor(a, device="PYTHON") @ Tensor(b, device="PYTHON")).numpy()  # a half sum accumulates in float32
   np.testing.assert_allclose(got.astype(np.float32), np.matmul(a.astype(np.float32), b.astype(np.float32)), rtol=2e-3, atol=2e-2)
@@ -120,3 +119,8 @@ def test_the_emulation_places_lanes_as_the_layout_says():
                                           for i in range(shape[0]) for j in range(shape[1])], np.float32).reshape(shape)
   want = mat("A", a, (4, 4)) @ mat("B", b, (4, 4))
   np.testing.assert_allclose(np.array([[want[TOY.coords("C", l, e)] for l in range(8)] for e in range(2)]), d, rtol=1e-6)
+
+def test_a_tc_opt_needs_the_renderers_own_tensor_core():
+  a = Tensor(halves(8, 8), device="PYTHON")
+  with pytest.raises(OptError, match=r"TC: <PythonRenderer for PYTHON> has no tensor core TensorCore\(toy, float16 -> float32\)"):
+    optimize(kernel_of(a.float() @ a.float()), Device["PYTHON"].renderer, [Opt(OptOps.TC, 0, TOY)])
