@@ -429,8 +429,7 @@ def gpu_dims(kernel: UOp, renderer: Renderer) -> UOp:
 
 def describe_axes(kernel: UOp) -> str:
   """An optimized kernel's iteration space, for DEBUG>=2: its launch indices, then each axis' size and AxisType letter
-  (seed 001's) in axis order, e.g. `gidx0=32 lidx0=16 | 8u 16u 256R`, then the TensorCore a TC
-  opt gave it."""
+  (seed 001's) in axis order, e.g. `gidx0=32 lidx0=16 | 8u 16u 256R`, then the TensorCore a TC opt gave it."""
   specials = sorted((u for u in kernel.toposort() if u.op is Ops.SPECIAL), key=lambda u: u.arg)
   loops = " ".join(f"{r.size if r.size is not None else 'n'}{r.axis_type.value}" for r in axes(kernel))
   tcs = sorted({repr(u.arg) for u in kernel.toposort() if u.op is Ops.WMMA})  # the tensor-core table entry it uses

@@ -320,7 +320,8 @@ class _Kernel:
     self.local_size = [1, 1, 1]
     self.depth = 1
     self.written = {b.arg[0] for u in linear.src if u.op in (Ops.STORE, Ops.ATOMICADD) and (b := buffer_of(u.src[0])).op is Ops.PARAM}
-    self.fragments = {s for u in linear.src if u.op is Ops.WMMA for s in u.src}  # STACKs a WMMA reads element by element
+    # STACKs only WMMAs read, element by element (they are never vectors of their own)
+    self.fragments = {s for u in linear.src if u.op is Ops.WMMA for s in u.src} - {s for u in linear.src if u.op is not Ops.WMMA for s in u.src}
 
   def emit(self, line: str) -> None: self.body.append("  " * self.depth + line)
 

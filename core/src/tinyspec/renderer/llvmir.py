@@ -129,9 +129,9 @@ class LLVMRenderer(Renderer):
     D, or lidxD, the id within the workgroup. A GPU subclass overrides it; the default refuses, having no workgroups."""
     raise NotImplementedError(f"SPECIAL is not supported: {type(self).__name__} renders for a target without workgroups ({name})")
 
-  def wmma_intrinsic(self, tc) -> tuple[str, str, str]:
-    """(intrinsic, the LLVM type of A's and B's elements in its call, its arguments after A, B and C) for instruction `tc`
-    (a TensorCore of `tensor_cores`), e.g. ("llvm.amdgcn.wmma.f32.16x16x16.f16.v8f32.v16f16", "half", "")."""
+  def wmma_intrinsic(self, tc) -> tuple[str, str, tuple[str, ...]]:
+    """(intrinsic, the LLVM type of A's and B's elements in its call, its typed arguments after A, B and C) for
+    instruction `tc` (a TensorCore of `tensor_cores`), e.g. ("llvm.amdgcn.wmma.f32.16x16x16.f16.v8f32.v16f16", "half", ())."""
     raise NotImplementedError(f"{type(self).__name__} cannot render WMMA ({tc.name}): it declares no tensor cores")
 
   def render(self, name: str, linear: UOp) -> str:
@@ -245,9 +245,9 @@ def _wmma(f: _Function, u: UOp) -> str:  # the lanes' fragments as vectors of th
       v = f.emit(f"insertelement <{len(frag.src)} x {ty}> {v}, {ty} {x}, i32 {j}")
     return v
   ta, tout = f"<{u.src[0].shape[0]} x {elem}>", _vec(u)
-  args = f"{ta} {vector(u.src[0], elem)}, {ta} {vector(u.src[1], elem)}, {tout} {vector(u.src[2], _REG[u.dtype])}{extra}"
-  f.decls.add(f"declare {tout} @{name}({', '.join(a.rsplit(' ', 1)[0] for a in args.split(', '))})")
-  return f.emit(f"call {tout} @{name}({args})")
+  args = [f"{ta} {vector(u.src[0], elem)}", f"{ta} {vector(u.src[1], elem)}", f"{tout} {vector(u.src[2], _REG[u.dtype])}", *extra]
+  f.decls.add(f"declare {tout} @{name}({', '.join(a.rsplit(' ', 1)[0] for a in args)})")
+  return f.emit(f"call {tout} @{name}({', '.join(args)})")
 
 def _special(f: _Function, u: UOp) -> str:
   fn = f.intrinsic(f.r.special(u.arg), "i32")

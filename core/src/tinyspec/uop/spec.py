@@ -273,7 +273,7 @@ _KERNEL_AND_LINEAR: list[Rule] = [
    "reads a vector's lane: the index must be one CONST (or, before expand, an UPCAST range), got {srcs}"),
   (_ops(Ops.WMMA), lambda u, g: _tensor_core(u.arg) and [s.shape for s in u.src] == [(e,) for e in u.arg.elements],
    "multiplies a lane's fragments: arg a TensorCore and sources vectors of its elements, got {arg} and {srcs}"),
-  (_ops(Ops.WMMA), lambda u, g: [s.dtype for s in u.src] == [u.arg.dtype_in, u.arg.dtype_in, u.arg.dtype_out],
+  (_ops(Ops.WMMA), lambda u, g: not _tensor_core(u.arg) or [s.dtype for s in u.src] == [u.arg.dtype_in, u.arg.dtype_in, u.arg.dtype_out],
    "takes A and B in the TensorCore's dtype_in and C in its dtype_out, got {dts}"),
   (_ops(Ops.BITCAST), lambda u, g: u.arg.itemsize == u.src[0].dtype.itemsize, "reinterprets a scalar here: itemsizes must match, got {dts} -> {arg}"),
 ]

@@ -71,15 +71,15 @@ class AMDRenderer(LLVMRenderer):
     if not (m := _SPECIAL.fullmatch(name)): raise ValueError(f"AMD render: unknown SPECIAL {name!r} (expected gidx0-2 or lidx0-2)")
     return f"llvm.amdgcn.{'workgroup' if m.group(1) == 'gidx' else 'workitem'}.id.{'xyz'[int(m.group(2))]}"
 
-  def wmma_intrinsic(self, tc: TensorCore) -> tuple[str, str, str]:
+  def wmma_intrinsic(self, tc: TensorCore) -> tuple[str, str, tuple[str, ...]]:
     # LLVM's amdgcn intrinsics: bfloat16 goes in as its 16 bits (i16); MFMA takes three modifiers (cbsz, abid, blgp), 0 for
     # a plain product; an f16 result takes op_sel, false: in RDNA4's packed registers it is no choice
     m, n, k = tc.dims
     elem = "half" if tc.dtype_in is _F16 else "i16"
     a, out = f"v{tc.elements[0]}{'f16' if elem == 'half' else 'i16'}", f"v{tc.elements[2]}{'f32' if tc.dtype_out is _F32 else 'f16'}"
     if tc.threads == 64:
-      return f"llvm.amdgcn.mfma.f32.{m}x{n}x{k}{'f16' if elem == 'half' else 'bf16.1k'}", elem, ", i32 0, i32 0, i32 0"
+      return f"llvm.amdgcn.mfma.f32.{m}x{n}x{k}{'f16' if elem == 'half' else 'bf16.1k'}", elem, ("i32 0",) * 3
     kind = f"{'f32' if tc.dtype_out is _F32 else 'f16'}.16x16x16.{'f16' if elem == 'half' else 'bf16'}"
-    return f"llvm.amdgcn.wmma.{kind}.{out}.{a}", elem, "" if tc.dtype_out is _F32 else ", i1 false"
+    return f"llvm.amdgcn.wmma.{kind}.{out}.{a}", elem, () if tc.dtype_out is _F32 else ("i1 false",)
 
   def __repr__(self): return f"<AMDRenderer {self.arch}>"

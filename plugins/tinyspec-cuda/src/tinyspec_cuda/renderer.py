@@ -119,23 +119,21 @@ class CUDARenderer(CStyleRenderer):
 
   def render_wmma(self, tc, out: str, a: list[str], b: list[str], c: list[str]) -> list[str]:
     # mma.sync takes 32-bit registers: two 16-bit or four 8-bit values each (the lower element in the low bits), or one
-    # float for tf32; a float32 C/D is one "f" register per element, an f16 or s32 one "r" register per register
+    # float for tf32; a float32 C/D is one "f" register per element, f16 and s32 ones are "r" registers
     def regs(vals: list[str], dt: DType) -> list[str]:
       per = 4 // dt.itemsize
       bits = lambda x: f"(unsigned){_AS_BITS[dt]}({x})" if dt in _AS_BITS else f"(unsigned)(unsigned char)({x})"  # noqa: E731
       return [" | ".join(f"({bits(x)} << {8 * dt.itemsize * j})" if j else bits(x) for j, x in enumerate(vals[r:r + per]))
               for r in range(0, len(vals), per)]
     dt_out, n = tc.dtype_out, len(c)
-    packed = dt_out.itemsize < 4  # f16 results come two to a register
+    packed, kind = dt_out.itemsize < 4, "f" if dt_out is dtypes.float32 else "r"  # f16 results come two to a register
     d = [f"{out}_d[{j}]" for j in range(n // 2)] if packed else [f"{out}[{j}]" for j in range(n)]
-    ins = [f'"r"({x})' for x in regs(a, tc.dtype_in) + regs(b, tc.dtype_in)] + \
-          ([f'"r"({x})' for x in regs(c, dt_out)] if packed else [f'"{"f" if dt_out is dtypes.float32 else "r"}"({x})' for x in c])
-    groups, at = [], 0
-    for count in (len(d), len(regs(a, tc.dtype_in)), len(regs(b, tc.dtype_in)), len(ins) - len(regs(a, tc.dtype_in)) - len(regs(b, tc.dtype_in))):
-      groups.append("{" + ", ".join(f"%{at + j}" for j in range(count)) + "}"); at += count
-    outs = ", ".join(f'"={"r" if packed or dt_out is not dtypes.float32 else "f"}"({x})' for x in d)
+    operands = [[f'"={kind}"({x})' for x in d], [f'"r"({x})' for x in regs(a, tc.dtype_in)], [f'"r"({x})' for x in regs(b, tc.dtype_in)],
+                [f'"r"({x})' for x in regs(c, dt_out)] if packed else [f'"{kind}"({x})' for x in c]]
+    first = [sum(map(len, operands[:i])) for i in range(4)]  # each group's first %-number in the asm template
+    template = ", ".join("{" + ", ".join(f"%{f + j}" for j in range(len(g))) + "}" for f, g in zip(first, operands))
     lines = [f"{self.render_dtype(dt_out)} {out}[{n}];"] + ([f"unsigned {out}_d[{n // 2}];"] if packed else [])
-    lines.append(f'asm volatile("{tc.name} {", ".join(groups)};" : {outs} : {", ".join(ins)});')
+    lines.append(f'asm volatile("{tc.name} {template};" : {", ".join(operands[0])} : {", ".join(sum(operands[1:], []))});')
     if packed: lines += [f"{out}[{j}] = {_FROM_BITS[dt_out][0]}((unsigned short)({out}_d[{j // 2}] >> {16 * (j % 2)}));" for j in range(n)]
     return lines
 
