@@ -26,8 +26,8 @@ DEFAULT_SEEDS, SLOW_SEED = 20, 1000
 MAX_COPIES = 32  # UPCAST x UNROLL copies per kernel: more only makes kernels slow to compile
 A = AxisType
 
-def _conv(x, w):
-  """numpy's 3x3 convolution with padding 1 (NCHW, OIHW)."""
+def conv3x3(x, w):
+  """numpy's 3x3 convolution with padding 1 (NCHW, OIHW), in x's and w's dtype."""
   xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
   h, wd = x.shape[2:]
   return sum(np.einsum("nchw,oc->nohw", xp[:, :, i:i + h, j:j + wd], w[:, :, i, j]) for i in range(3) for j in range(3))
@@ -40,7 +40,7 @@ def _softmax(x):
 PROGRAMS: dict[str, tuple[list[tuple[int, ...]], Callable, Callable]] = {
   "matmul_6x5x7": ([(6, 5), (5, 7)], lambda a, b: a @ b, lambda a, b: a @ b),
   "matmul_16x12x32": ([(16, 12), (12, 32)], lambda a, b: a @ b, lambda a, b: a @ b),
-  "conv_3x3": ([(2, 3, 6, 6), (4, 3, 3, 3)], _conv, lambda x, w: x.conv2d(w, padding=1)),
+  "conv_3x3": ([(2, 3, 6, 6), (4, 3, 3, 3)], conv3x3, lambda x, w: x.conv2d(w, padding=1)),
   "sum_max_prod": ([(6, 10, 7)], lambda x: x.sum(1) + x.max((0, 2)).sum() + np.prod(x[:, :3, 0] * 0.5 + 1, 1)[:, None],
                    lambda x: x.sum(1) + x.max((0, 2)).sum() + (x[:, :3, 0] * 0.5 + 1).prod(1).unsqueeze(1)),
   "softmax": ([(5, 9)], _softmax, lambda x: x.softmax(-1)),

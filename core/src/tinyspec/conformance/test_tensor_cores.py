@@ -9,6 +9,7 @@ import pytest
 
 from tinyspec import Device, Tensor, dtypes
 from tinyspec.conformance.support import check, data, tensor
+from tinyspec.conformance.test_opts import conv3x3
 from tinyspec.conformance.test_vectors import compiled
 from tinyspec.engine import optimize as O
 from tinyspec.engine import tensorcore
@@ -50,10 +51,7 @@ def run_tensor_core_cases(dev: str, tc: TensorCore) -> None:
     check(_product(tc, ta, tb).cast(dtypes.float32).numpy(), np.matmul(a.astype(np.float64), b.astype(np.float64)), **_tolerance(tc))
     if dtypes.is_float(tc.dtype_in) and tc.dtype_out == dtypes.float32:
       (x, w), (tx, tw) = _operands(tc, dev, (2, 16, 16, 16), (32, 16, 3, 3))
-      got = tx.float().conv2d(tw.float(), padding=1).numpy()
-      xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
-      want = sum(np.einsum("bchw,oc->bohw", xp[:, :, i:i + 16, j:j + 16], w[:, :, i, j].astype(np.float64)) for i in range(3) for j in range(3))
-      check(got, want, **_tolerance(tc))
+      check(tx.float().conv2d(tw.float(), padding=1).numpy(), conv3x3(x.astype(np.float64), w.astype(np.float64)), **_tolerance(tc))
   used = [k for k in kernels if any(u.op is Ops.WMMA and u.arg == tc for u in k.linear.src)]
   assert len(used) >= len(MATMULS) + 1, f"{tc!r} was used by {len(used)} kernels, not every matmul's"
 
