@@ -9,7 +9,7 @@ from tinyspec.device import Buffer, Device
 from tinyspec.engine.expand import expand
 from tinyspec.engine.isel import devectorize, isel
 from tinyspec.engine.linearize import linearize
-from tinyspec.engine.realize import launch_dims
+from tinyspec.engine.lower import launch_dims
 from tinyspec.uop import AxisType, Ops, UOp, verify
 
 

@@ -1,6 +1,7 @@
 """The `Compiler` base a device plugin subclasses, and the on-disk cache of compiled kernels every compiler shares.
 
-Entries live in one directory, one file per (compiler name, compiler version, source), named by the sha256 of the three:
+Entries live in one directory, one file per (compiler name, compiler version, source), named by the sha256 of the three
+(and one per kernel BEAM search has searched, engine/search.py: its winning opts as JSON, each checked before use):
 
     $TINYSPEC_CACHE_DIR                 if set, else
     $XDG_CACHE_HOME/tinyspec/compile    if XDG_CACHE_HOME is set, else
@@ -118,13 +119,11 @@ class Compiler:
   def compile_cached(self, src: str, kernel: str = "") -> bytes:
     """`compile(src)`, from the on-disk cache when an intact entry of exactly this key is there, else compiled now and
     stored. `kernel` names the kernel in a `CompileError`."""
-    if (d := _usable(cache_dir())) is None: return self._compile(src, kernel)
     full = self.full_key(src)
-    name = hashlib.sha256(full).hexdigest()
-    if (lib := _read(d / name, full)) is not None:
+    if (lib := cache_read(full)) is not None:
       self.cache_hits += 1
       return lib
-    _write(d, name, full, lib := self._compile(src, kernel))
+    cache_write(full, lib := self._compile(src, kernel))
     return lib
 
   def _compile(self, src: str, kernel: str) -> bytes:
@@ -138,6 +137,16 @@ class Compiler:
     return bytes(lib)
 
   def __repr__(self): return f"<{type(self).__name__} {self.label!r} version={self.version!r}>"
+
+def cache_read(key: bytes) -> bytes | None:
+  """The payload stored under `key` (any bytes naming what it depends on) in the on-disk cache, or None: no cache, no
+  entry, or one that is not intact and exactly of this key."""
+  if (d := _usable(cache_dir())) is None: return None
+  return _read(d / hashlib.sha256(key).hexdigest(), key)
+
+def cache_write(key: bytes, payload: bytes) -> None:
+  """Store `payload` under `key` in the on-disk cache (nothing when it is off or cannot be written)."""
+  if (d := _usable(cache_dir())) is not None: _write(d, hashlib.sha256(key).hexdigest(), key, payload)
 
 def _warn_once(d: Path, why: str) -> None:
   with _cache_lock:

@@ -439,15 +439,23 @@ def no_opts() -> bool:
   """NOOPT=1: kernels get no opts (for debugging: a wrong result that goes away is the optimizer's)."""
   return os.environ.get("NOOPT", "") not in ("", "0")
 
+def search_start(kernel: UOp, renderer: Renderer) -> UOp:
+  """The kernel opts apply to: on a GPU, its output axes retyped GLOBAL (LOOP elsewhere)."""
+  return _retype(kernel, AxisType.LOOP, AxisType.GLOBAL) if is_gpu(renderer) else kernel
+
+def heuristic_opts(kernel: UOp, renderer: Renderer) -> list[Opt]:
+  """The opts picked without search: `gpu_opts` on a GPU, else `hand_coded`."""
+  start = search_start(kernel, renderer)
+  return gpu_opts(start, renderer) if is_gpu(renderer) else hand_coded(start, renderer)
+
 def optimize(kernel: UOp, renderer: Renderer, opts: list[Opt] | None = None) -> UOp:
-  """The kernel with `opts` applied, by default those `hand_coded` (`gpu_opts` on a GPU) picks for `renderer`; on a GPU,
-  output axes start GLOBAL (before any opt) and the GLOBAL/LOCAL/GROUP_REDUCE axes end as SPECIAL launch indices."""
+  """The kernel with `opts` applied, by default the `heuristic_opts` for `renderer`; on a GPU, output axes start GLOBAL
+  (before any opt) and the GLOBAL/LOCAL/GROUP_REDUCE axes end as SPECIAL launch indices."""
   if no_opts(): opts = []
   if foreign := [o.arg for o in opts or () if o.op is OptOps.TC and o.arg not in renderer.tensor_cores]:
     raise OptError(f"TC: {renderer!r} has no tensor core {foreign[0]!r} (it has {len(renderer.tensor_cores)})")
-  if not is_gpu(renderer): return apply_opts(kernel, hand_coded(kernel, renderer) if opts is None else opts)
-  kernel = _retype(kernel, AxisType.LOOP, AxisType.GLOBAL)
-  kernel = apply_opts(kernel, gpu_opts(kernel, renderer) if opts is None else opts)
+  kernel = apply_opts(search_start(kernel, renderer), heuristic_opts(kernel, renderer) if opts is None else opts)
+  if not is_gpu(renderer): return kernel
   out = gpu_dims(kernel, renderer)
   verify_between_stages(out, "kernel")
   return out

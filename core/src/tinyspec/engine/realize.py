@@ -25,19 +25,16 @@ from tinyspec.device import Device, DeviceError
 from tinyspec.device.compiler import debug_level
 from tinyspec.device.memory import Buffer, buffer_np_dtype
 from tinyspec.dtype import DType, PtrDType, dtypes
-from tinyspec.engine import multi
+from tinyspec.engine import multi, search
 from tinyspec.engine.callify import callify, inline, inline_calls, outside_bodies, resolve_calls
-from tinyspec.engine.expand import expand
-from tinyspec.engine.isel import devectorize, isel
-from tinyspec.engine.linearize import linearize
+from tinyspec.engine.lower import render_kernel, show
 from tinyspec.engine.memplan import memory_plan
-from tinyspec.engine.optimize import describe_axes, is_gpu, optimize
+from tinyspec.engine.optimize import is_gpu, no_opts, optimize
 from tinyspec.engine.pack import pack_operands
 from tinyspec.engine.rangeify import Schedule, rangeify
-from tinyspec.uop.ops import AxisType, Ops
+from tinyspec.uop.ops import Ops
 from tinyspec.uop.spec import verify_between_stages
 from tinyspec.uop.uop import UOp
-from tinyspec.viz import render_listing
 
 _slots = itertools.count()
 _buffers: weakref.WeakKeyDictionary[UOp, Buffer] = weakref.WeakKeyDictionary()
@@ -88,20 +85,6 @@ class CompiledKernel:
   global_size: tuple[int, ...] | None = None
   local_size: tuple[int, ...] | None = None
 
-def launch_dims(linear: UOp) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
-  """The grid (workgroups per dimension, from SPECIAL gidx0..2) and workgroup shape (lidx0..2) a program is launched with;
-  (None, None) for a program without SPECIALs."""
-  dims = {u.arg: u.size for u in linear.src if u.op is Ops.SPECIAL}
-  if not dims: return None, None
-  def size(prefix: str) -> tuple[int, ...]: return tuple(dims.get(f"{prefix}{d}", 1) for d in range(3))
-  return size("gidx"), size("lidx")
-
-def kernel_name(ast: UOp) -> str:
-  """'r' for a kernel with a reduction, 'E' for elementwise, then its range sizes: r_16_4, E_45_65."""
-  ranges = sorted((u for u in ast.toposort() if u.op is Ops.RANGE), key=lambda r: r.arg)
-  kind = "r" if any(r.axis_type in (AxisType.REDUCE, AxisType.GROUP_REDUCE, AxisType.UNROLL) for r in ranges) else "E"
-  return "_".join([kind] + [str(r.size) if r.size is not None else "n" for r in ranges])
-
 class LRU(OrderedDict):
   """A dict that keeps at most `$env` (else `default`) entries, forgetting the least recently used; `get` and `put` are safe
   from several threads. Bounds the in-process caches, which would otherwise keep every kernel and schedule ever compiled
@@ -126,9 +109,6 @@ class LRU(OrderedDict):
 _kernels = LRU("TINYSPEC_KERNEL_CACHE", 1024)
 stats = {"kernels_compiled": 0, "schedules_built": 0, "kernels_run": 0}
 
-def _show(stage: str, u: UOp):
-  if DEBUG() >= 5: print(f"--- after {stage} ---\n{render_listing(u)}")
-
 def _check_dtypes(ast: UOp, device: str, renderer) -> None:
   """Refuse, before any lowering, a kernel whose values have a dtype the device's renderer does not declare."""
   used = {u.dtype.base if isinstance(u.dtype, PtrDType) else u.dtype.scalar() for u in ast.toposort()}
@@ -137,21 +117,18 @@ def _check_dtypes(ast: UOp, device: str, renderer) -> None:
     raise DeviceError(f"{device} does not support {' and '.join(missing)} (its dtypes: {have})")
 
 def compile_kernel(ast: UOp, device: str) -> CompiledKernel:
-  """Lower one kernel for `device`: optimize, expand, isel, linearize, render, compile, load (cached per device and kernel)."""
-  if (done := _kernels.get(key := (device, ast))) is not None: return done
+  """Lower one kernel for `device`: optimize (with BEAM=n, the opts search found), expand, isel, linearize, render, compile,
+  load (cached per device, kernel and beam width)."""
+  width = 0 if no_opts() else search.beam_width()
+  if (done := _kernels.get(key := (device, ast, width))) is not None: return done
   rt = Device[device]
-  _show("rangeify", ast)
+  show("rangeify", ast)
   _check_dtypes(ast, device, rt.renderer)
-  ast = optimize(ast, rt.renderer); _show("optimize", ast)
-  name = kernel_name(ast)
-  if DEBUG() >= 2: print(f"    {name} on {device}: {describe_axes(ast)}")
-  ast = expand(ast); _show("expand", ast)
-  ast = isel(devectorize(ast, rt.renderer), rt.renderer.native); _show("isel", ast)
-  linear = linearize(ast); _show("linearize", linear)
-  src = rt.renderer.render(name, linear)
-  if DEBUG() >= 3: print(render_listing(linear))
-  if DEBUG() >= 4: print(src)
-  out = _kernels.put(key, CompiledKernel(name, rt.program(name, rt.compiler.compile_cached(src, name)), linear, src, *launch_dims(linear)))
+  ast = optimize(ast, rt.renderer) if not width else optimize(ast, rt.renderer, search.beam_opts(ast, device, width))
+  show("optimize", ast)
+  k = render_kernel(ast, rt.renderer)
+  program = rt.program(k.name, rt.compiler.compile_cached(k.source, k.name))
+  out = _kernels.put(key, CompiledKernel(k.name, program, k.linear, k.source, k.global_size, k.local_size))
   stats["kernels_compiled"] += 1
   return out
 

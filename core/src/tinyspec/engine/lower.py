@@ -1,0 +1,60 @@
+"""Stages 4-7 for one optimized kernel: expand -> isel -> linearize -> render, shared by the pipeline (realize.py) and
+BEAM search (search.py), which lowers many optimized versions of one kernel to time them."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tinyspec.device.compiler import debug_level
+from tinyspec.engine.expand import expand
+from tinyspec.engine.isel import devectorize, isel
+from tinyspec.engine.linearize import linearize
+from tinyspec.engine.optimize import describe_axes
+from tinyspec.renderer import Renderer
+from tinyspec.uop.ops import AxisType, Ops
+from tinyspec.uop.uop import UOp
+from tinyspec.viz import render_listing
+
+
+@dataclass(frozen=True)
+class Lowered:
+  """One optimized kernel rendered for a device: its name, linear program, source and launch shape."""
+  name: str
+  linear: UOp
+  source: str
+  global_size: tuple[int, ...] | None
+  local_size: tuple[int, ...] | None
+
+def show(stage: str, u: UOp) -> None:
+  """DEBUG=5: the graph after `stage`."""
+  if debug_level() >= 5: print(f"--- after {stage} ---\n{render_listing(u)}")
+
+def kernel_name(ast: UOp) -> str:
+  """'r' for a kernel with a reduction, 'E' for elementwise, then its range sizes: r_16_4, E_45_65."""
+  ranges = sorted((u for u in ast.toposort() if u.op is Ops.RANGE), key=lambda r: r.arg)
+  kind = "r" if any(r.axis_type in (AxisType.REDUCE, AxisType.GROUP_REDUCE, AxisType.UNROLL) for r in ranges) else "E"
+  return "_".join([kind] + [str(r.size) if r.size is not None else "n" for r in ranges])
+
+def launch_dims(linear: UOp) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
+  """The grid (workgroups per dimension, from SPECIAL gidx0..2) and workgroup shape (lidx0..2) a program is launched with;
+  (None, None) for a program without SPECIALs."""
+  dims = {u.arg: u.size for u in linear.src if u.op is Ops.SPECIAL}
+  if not dims: return None, None
+  def size(prefix: str) -> tuple[int, ...]: return tuple(dims.get(f"{prefix}{d}", 1) for d in range(3))
+  return size("gidx"), size("lidx")
+
+def render_kernel(ast: UOp, renderer: Renderer, quiet: bool = False) -> Lowered:
+  """An optimized kernel (stage 3's output) expanded, instruction-selected, linearized and rendered. DEBUG=2 prints its
+  axes, 3 its listing, 4 its source, unless `quiet` (search lowers dozens of versions of one kernel)."""
+  name = kernel_name(ast)
+  debug = 0 if quiet else debug_level()
+  if debug >= 2: print(f"    {name} on {renderer.device}: {describe_axes(ast)}")
+  ast = expand(ast)
+  if not quiet: show("expand", ast)
+  ast = isel(devectorize(ast, renderer), renderer.native)
+  if not quiet: show("isel", ast)
+  linear = linearize(ast)
+  if not quiet: show("linearize", linear)
+  src = renderer.render(name, linear)
+  if debug >= 3: print(render_listing(linear))
+  if debug >= 4: print(src)
+  return Lowered(name, linear, src, *launch_dims(linear))
