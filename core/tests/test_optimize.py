@@ -4,7 +4,7 @@ import pytest
 from tinyspec import Device, Tensor, dtypes
 from tinyspec.engine import realize as R
 from tinyspec.engine.callify import callify
-from tinyspec.engine.optimize import Opt, OptError, OptOps, apply_opts, axes, hand_coded
+from tinyspec.engine.optimize import Opt, OptError, OptOps, apply_opts, axes, hand_coded, optimize
 from tinyspec.engine.rangeify import rangeify
 from tinyspec.renderer import Renderer
 from tinyspec.uop.ops import AxisType, Ops
@@ -284,3 +284,11 @@ def test_a_long_sum_on_threads_is_two_kernels():
   # other reductions spread too where 256 divides their length (nothing pads a max or a product); an int sum is exact
   i = Tensor.empty(1 << 20, dtype=dtypes.int32, device="PYTHON")
   assert [len(rangeify(callify(t.uop), threads=2).items) for t in (i.max(), i.sum(), x.prod(), Tensor.empty(3 + (1 << 20)).max())] == [2, 2, 2, 1]
+
+def test_gpu_refuses_partials_past_the_shared_memory(gpu, monkeypatch):
+  monkeypatch.setattr(Device["PYTHON"].renderer, "shared_max", 512, raising=False)
+  k = rangeify(callify(Tensor(np.ones((4, 1024), np.float32), device="PYTHON").sum(1).uop), gpu=True).items[-1].ast
+  group = [Opt(OptOps.SPLIT, 1, (64, AxisType.GROUP_REDUCE, False))]
+  optimize(k, Device["PYTHON"].renderer, group)  # 64 float32 partials: 256 bytes
+  with pytest.raises(OptError, match="LOCAL memory \\(1024 bytes"):
+    optimize(k, Device["PYTHON"].renderer, [Opt(OptOps.SPLIT, 1, (256, AxisType.GROUP_REDUCE, False))])

@@ -457,5 +457,8 @@ def optimize(kernel: UOp, renderer: Renderer, opts: list[Opt] | None = None) -> 
   kernel = apply_opts(search_start(kernel, renderer), heuristic_opts(kernel, renderer) if opts is None else opts)
   if not is_gpu(renderer): return kernel
   out = gpu_dims(kernel, renderer)
+  shared = sum(u.dtype.itemsize * math.prod(u.shape) for u in out.toposort() if u.op is Ops.BUFFER and u.addrspace is AddrSpace.LOCAL)
+  if renderer.shared_max and shared > renderer.shared_max:
+    raise OptError(f"the kernel's LOCAL memory ({shared} bytes, GROUP_REDUCE partials) exceeds the device's {renderer.shared_max}")
   verify_between_stages(out, "kernel")
   return out

@@ -60,7 +60,7 @@ IMPROVEMENT = 0.99  # a round must bring the best time under this fraction of th
 GIVE_UP = 3.0       # a candidate whose first run takes this many times the best so far is not run again
 RUNS = 3            # timed runs after the first, the best of which counts
 CPU_BUDGET, GPU_BUDGET = 10.0, 25.0  # default seconds of search per kernel (a GPU's compiles, PoCL's too, take longer)
-BUILD_TIMEOUT = 120.0  # seconds a worker may take to lower and compile one candidate
+BUILD_TIMEOUT = 60.0   # seconds a worker may take to lower and compile one candidate before it counts as hung
 # the amounts each SPLIT target is tried with (THREAD: the renderer's thread count)
 AMOUNTS: dict[AxisType, tuple[int, ...]] = {
   A.UPCAST: (2, 3, 4, 8, 16), A.UNROLL: (2, 3, 4, 8, 16), A.LOCAL: (2, 4, 8, 16, 32, 64, 128, 256),
@@ -155,11 +155,10 @@ class Worker:
     return value
 
   def stop(self) -> int | None:
-    """End the process (killed if it does not go at once); its exit code."""
+    """Kill the process; its exit code (None when none was running)."""
     if self.proc is None: return None
     if self.conn is not None: self.conn.close()
-    if self.proc.poll() is None:
-      self.proc.kill()
+    if self.proc.poll() is None: self.proc.kill()
     code, self.proc, self.conn = self.proc.wait(), None, None
     return code
 
@@ -167,7 +166,8 @@ _workers: dict[str, list[Worker]] = {}
 _workers_lock = threading.Lock()
 
 def workers(device: str) -> list[Worker]:
-  """The device's workers: $BEAM_WORKERS, default one per core. The first also times."""
+  """The device's workers: $BEAM_WORKERS, default one per core. The first also times. They are kept, idle, for this
+  process's life (each holds the device open and the last kernel's buffers), so the next search starts at once."""
   n = max(1, int(os.environ.get("BEAM_WORKERS", "") or os.cpu_count() or 1))
   with _workers_lock:
     have = _workers.setdefault(device, [])
@@ -183,6 +183,7 @@ def _stop_workers() -> None:
 
 @dataclass
 class Candidate:
+  """One opt sequence tried: what it built (name, source, launch shape, binary), its best time, or why it was dropped."""
   opts: tuple[O.Opt, ...]
   name: str = ""
   source: str = ""
