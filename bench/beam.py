@@ -5,7 +5,7 @@ with --tinygrad, tinygrad's BEAM=2 (which takes minutes: 105 s on CPU and 522 s 
 Every figure comes from a fresh process with a compile cache of its own (a temporary directory); GFLOP/s are medians of
 timed calls after the first (as bench/run.py times them), and every result is checked against numpy's.
 
-Run: python bench/beam.py [--devices CPU,OPENCL] [--tinygrad] [--width 2] [--output bench/BEAM.md]
+Run: python bench/beam.py [--devices CPU,OPENCL] [--tinygrad] [--width 2] [--output bench/BEAM.md]  (last run: bench/BEAM.md)
 """
 from __future__ import annotations
 
