@@ -8,7 +8,6 @@ from tinyspec.device.compiler import debug_level
 from tinyspec.engine.expand import expand
 from tinyspec.engine.isel import devectorize, isel
 from tinyspec.engine.linearize import linearize
-from tinyspec.engine.optimize import describe_axes
 from tinyspec.renderer import Renderer
 from tinyspec.uop.ops import AxisType, Ops
 from tinyspec.uop.uop import UOp
@@ -43,17 +42,16 @@ def launch_dims(linear: UOp) -> tuple[tuple[int, ...] | None, tuple[int, ...] | 
   return size("gidx"), size("lidx")
 
 def render_kernel(ast: UOp, renderer: Renderer, quiet: bool = False) -> Lowered:
-  """An optimized kernel (stage 3's output) expanded, instruction-selected, linearized and rendered. DEBUG=2 prints its
-  axes, 3 its listing, 4 its source, unless `quiet` (search lowers dozens of versions of one kernel)."""
+  """An optimized kernel (stage 3's output) expanded, instruction-selected, linearized and rendered. DEBUG=3 prints its
+  listing, 4 its source, 5 the graph after each stage, unless `quiet` (search lowers dozens of versions of one kernel)."""
   name = kernel_name(ast)
   debug = 0 if quiet else debug_level()
-  if debug >= 2: print(f"    {name} on {renderer.device}: {describe_axes(ast)}")
   ast = expand(ast)
-  if not quiet: show("expand", ast)
+  if debug: show("expand", ast)
   ast = isel(devectorize(ast, renderer), renderer.native)
-  if not quiet: show("isel", ast)
+  if debug: show("isel", ast)
   linear = linearize(ast)
-  if not quiet: show("linearize", linear)
+  if debug: show("linearize", linear)
   src = renderer.render(name, linear)
   if debug >= 3: print(render_listing(linear))
   if debug >= 4: print(src)

@@ -27,9 +27,9 @@ from tinyspec.device.memory import Buffer, buffer_np_dtype
 from tinyspec.dtype import DType, PtrDType, dtypes
 from tinyspec.engine import multi, search
 from tinyspec.engine.callify import callify, inline, inline_calls, outside_bodies, resolve_calls
-from tinyspec.engine.lower import render_kernel, show
+from tinyspec.engine.lower import kernel_name, render_kernel, show
 from tinyspec.engine.memplan import memory_plan
-from tinyspec.engine.optimize import is_gpu, no_opts, optimize
+from tinyspec.engine.optimize import describe_axes, is_gpu, no_opts, optimize
 from tinyspec.engine.pack import pack_operands
 from tinyspec.engine.rangeify import Schedule, rangeify
 from tinyspec.uop.ops import Ops
@@ -126,6 +126,7 @@ def compile_kernel(ast: UOp, device: str) -> CompiledKernel:
   _check_dtypes(ast, device, rt.renderer)
   ast = optimize(ast, rt.renderer) if not width else optimize(ast, rt.renderer, search.beam_opts(ast, device, width))
   show("optimize", ast)
+  if DEBUG() >= 2: print(f"    {kernel_name(ast)} on {device}: {describe_axes(ast)}")
   k = render_kernel(ast, rt.renderer)
   program = rt.program(k.name, rt.compiler.compile_cached(k.source, k.name))
   out = _kernels.put(key, CompiledKernel(k.name, program, k.linear, k.source, k.global_size, k.local_size))
