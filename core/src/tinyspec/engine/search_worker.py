@@ -21,7 +21,7 @@ from tinyspec.engine.optimize import Opt, OptError, optimize
 from tinyspec.uop.uop import UOp
 
 
-def test_data(dtype: DType, size: int, rng: np.random.Generator) -> np.ndarray:
+def sample_data(dtype: DType, size: int, rng: np.random.Generator) -> np.ndarray:
   """What a candidate's buffer holds while it is timed and checked: floats uniform in [-1, 1] (bfloat16 as its bits),
   integers and bools 0, so a kernel that indexes with a loaded value stays in bounds."""
   if not dtypes.is_float(dtype): return np.zeros(size, buffer_np_dtype(dtype))
@@ -49,9 +49,9 @@ class Bench:
     return k.name, k.source, (k.global_size, k.local_size), self.compile(k.name, k.source)
 
   def setup(self, params: list[tuple[int, DType]], seed: int) -> None:
-    """Allocate the kernel's buffers (size, dtype per parameter slot) and fill them with `test_data`."""
+    """Allocate the kernel's buffers (size, dtype per parameter slot) and fill them with `sample_data`."""
     rng = np.random.default_rng(seed)
-    self.initial = [test_data(dtype, size, rng) for size, dtype in params]
+    self.initial = [sample_data(dtype, size, rng) for size, dtype in params]
     self.buffers = [Buffer(self.rt.name, size, dtype).allocate().copyin(x) for (size, dtype), x in zip(params, self.initial)]
     self.loaded.clear()
 
@@ -84,6 +84,8 @@ class Bench:
     os._exit(code)
 
 def serve(device: str, fd: int) -> None:
+  """Answer requests on socket `fd` with a Bench of `device` until the other end closes it (a device that cannot be
+  opened here answers every request with why)."""
   conn = Connection(fd)
   try: bench: Bench | None = Bench(device); opened = None
   except Exception as e: bench, opened = None, f"{type(e).__name__}: {e}"
