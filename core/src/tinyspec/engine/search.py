@@ -253,18 +253,18 @@ def beam_search(ast: UOp, device: str, width: int) -> tuple[list[O.Opt] | None, 
   by_source: dict[str, Candidate] = {}  # one candidate per distinct kernel
   best = math.inf
   bar = tqdm(desc=f"BEAM {info['kernel']}"[:40], unit=" kernels", leave=False, disable=None, file=sys.stderr)
-  def evaluate(opt_lists: list[tuple[O.Opt, ...]]) -> list[Candidate]:
-    """Build and time each new opt sequence, a few at a time (as many as the workers build at once, twice), until the deadline."""
+  def evaluate(opt_lists: list[tuple[O.Opt, ...]], until: float) -> list[Candidate]:
+    """Build and time each new opt sequence, a few at a time (as many as the workers build at once, twice), until `until`."""
     nonlocal best
     fresh = [seen.setdefault(o, Candidate(o)) for o in dict.fromkeys(opt_lists) if o not in seen]
     for i in range(0, len(fresh), chunk := 2 * len(ws)):
-      if time.perf_counter() > deadline: break
-      _build_all(part := fresh[i:i + chunk], ast, ws, deadline)
+      if time.perf_counter() > until: break
+      _build_all(part := fresh[i:i + chunk], ast, ws, until)
       for c in part:
-        if c.error or time.perf_counter() > deadline: continue
+        if c.error or time.perf_counter() > until: continue
         if (twin := by_source.get(c.source)) is not None: c.time, c.error = twin.time, twin.error; continue
         by_source[c.source] = c
-        _time(c, ws[0], best, deadline)
+        _time(c, ws[0], best, until)
         info["timed" if not c.error else "failed"] += 1
         best = min(best, c.time)
         if debug_level() >= 3: print(f"  BEAM {c.name}: {c.error or f'{c.time * 1e6:.0f} us'}  {list(c.opts)}")
@@ -272,14 +272,15 @@ def beam_search(ast: UOp, device: str, width: int) -> tuple[list[O.Opt] | None, 
     return [c for c in fresh if not c.error and c.time < math.inf]
   try:
     starts = seeds(ast, rt.renderer)
-    beam = sorted(evaluate(starts), key=lambda c: c.time)[:width]
+    # the seeds are timed whatever the budget: the heuristic's is the fallback, and no opts the reference for the check
+    beam = sorted(evaluate(starts, max(deadline, time.perf_counter() + BUILD_TIMEOUT)), key=lambda c: c.time)[:width]
     info["heuristic"] = seen[starts[0]].time
     while beam and time.perf_counter() < deadline:
       nexts = []
       for c in beam:
         k = O.apply_opts(start, c.opts)
         nexts += [c.opts + (a,) for a in actions(k, rt.renderer) if _plausible(k, a, rt.renderer)]
-      found = evaluate(nexts)
+      found = evaluate(nexts, deadline)
       new_beam = sorted({id(c): c for c in beam + found}.values(), key=lambda c: c.time)[:width]
       if new_beam[0].time >= beam[0].time * IMPROVEMENT: break
       beam = new_beam
