@@ -42,7 +42,7 @@ def measure(system: str, repeats: int) -> dict:
 
 def child(system: str, beam: int, cache: str, repeats: int) -> dict:
   """measure() in a fresh process with BEAM=beam (or unset) and `cache` as its compile cache."""
-  env = {**os.environ, "TINYSPEC_CACHE_DIR": cache, "CACHEDB": os.path.join(cache, "tinygrad.db"), **run.opencl_env()}
+  env = run.cache_env(cache)
   env.pop("BEAM", None)
   if beam: env["BEAM"] = str(beam)
   if system == "tinygrad:CL": env["DEV"] = "CL"

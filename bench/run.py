@@ -88,6 +88,10 @@ def opencl_env() -> dict[str, str]:
   found = sorted(glob.glob(os.path.join(os.path.dirname(importlib.util.find_spec("pyopencl").origin), ".libs", "libOpenCL*")))
   return {"OPENCL_PATH": found[0]} if found else {}
 
+def cache_env(cache: str) -> dict[str, str]:
+  """This environment for a measuring process whose compile caches (tinyspec's and tinygrad's) live in `cache`."""
+  return {**os.environ, "TINYSPEC_CACHE_DIR": cache, "CACHEDB": os.path.join(cache, "tinygrad.db"), **opencl_env()}
+
 def _tinygrad_cl_fails() -> str | None:
   """Why tinygrad's CL device cannot run here, or None when a trial kernel runs."""
   trial = f"{PYOPENCL_FIRST}from tinygrad import Tensor; assert (Tensor([1.0]) + 1).numpy()[0] == 2.0"
@@ -219,7 +223,7 @@ def worker(system: str, part: str, keys: list[str], repeats: int) -> dict[str, A
 
 def measure(system: str, keys: list[str], repeats: int, cache: str) -> dict[str, Any]:
   """Run the worker processes of one system; returns {benchmark: seconds | {"error": ...}}."""
-  env = {**os.environ, "TINYSPEC_CACHE_DIR": cache, "CACHEDB": os.path.join(cache, "tinygrad.db"), **opencl_env()}
+  env = cache_env(cache)
   results: dict[str, Any] = {}
   parts = {"cold": ["cold"], "dispatch": ["first", "steady"], "throughput": THROUGHPUT}  # cold first: it must find the cache empty
   for part, part_keys in parts.items():
