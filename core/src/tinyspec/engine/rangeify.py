@@ -2,6 +2,8 @@
 
 Which nodes get a buffer of their own (and so end a kernel):
   - the function's results, CONTIGUOUS, and both sides of a COPY;
+  - an assign's STORE (seed 001's STORE + AFTER: `Tensor.assign`), a kernel writing into the argument buffer it names (or a
+    view of it); the AFTER over that buffer reads as the buffer once the STORE has run;
   - a REDUCE read through an EXPAND that really broadcasts (softmax's max and sum): computing it inside its reader
     would redo the whole reduction once per broadcast element; and a REDUCE read by two or more kernels;
   - a PAD of PAD_REALIZE_MIN or more elements from memory, read by a reduction through a broadcasting EXPAND (a padded
@@ -62,10 +64,10 @@ costs more than the gates it saves)."""
 
 def find_realized(body: UOp) -> set[UOp]:
   """The nodes of the TUPLE `body` that get their own buffer (see the module docstring)."""
-  realized = {v for v in body.src if v.op is not Ops.PARAM}
+  realized = {v for v in body.src if v.op not in (Ops.PARAM, Ops.AFTER)}
   from_memory: set[UOp] = set()  # the nodes whose value reads a buffer (arange's padded constants do not)
   for u in body.toposort():
-    if u.op is Ops.CONTIGUOUS: realized.add(u)
+    if u.op in (Ops.CONTIGUOUS, Ops.STORE): realized.add(u)
     if u.op is Ops.COPY: realized.update((u, u.src[0]))
     if u.op is Ops.PARAM or any(s in from_memory for s in u.src): from_memory.add(u)
   # users before sources, carrying which kernels read each node, whether through a broadcast, and whether by a reduction
@@ -151,7 +153,7 @@ class _KernelBuilder:
   def _plan(self, u: UOp, idxs: tuple[UOp, ...], valid: UOp | None, root: bool) -> tuple[list[tuple], Callable[[list[UOp]], UOp]]:
     """What lowering u at idxs needs (sources at their indices) and how it builds u's value from theirs."""
     op, same = u.op, (lambda vs: vs[0])
-    if op is Ops.PARAM or (not root and u in self.realized): return [], lambda vs: self.load(u, idxs, valid)
+    if op in (Ops.PARAM, Ops.AFTER) or (not root and u in self.realized): return [], lambda vs: self.load(u, idxs, valid)
     if op is Ops.CONST: return [], lambda vs: u
     if op in GroupOp.Elementwise or op is Ops.BITCAST:  # right-aligned broadcasting: a lower-rank source reads the last axes
       return [(s, tuple(_ZERO if d == 1 else i for i, d in zip(idxs[len(idxs) - s.ndim:], s.shape)), valid, False) for s in u.src], \
@@ -179,11 +181,15 @@ class _KernelBuilder:
     raise NotImplementedError(f"rangeify: {op.name} in a tensor graph (shape {u.shape}, dtype {u.dtype})")
 
   def kernel(self, u: UOp, out_id: int) -> ScheduleItem:
-    out = self.param(out_id, math.prod(u.shape), u.dtype)
-    idxs = tuple(self.new_range(s, AxisType.LOOP) for s in u.shape)
+    """The kernel computing realized node `u` into schedule buffer `out_id` (for an assign's STORE: into its target)."""
+    target = assign_target(u) if u.op is Ops.STORE else u
+    out = self.param(out_id, math.prod(target.shape), u.dtype if u.op is not Ops.STORE else target.dtype)
+    shape = u.src[1].shape if u.op is Ops.STORE else u.shape
+    idxs = tuple(self.new_range(s, AxisType.LOOP) for s in shape)
     out_ranges = [r for r in idxs if r.op is Ops.RANGE]
-    val = self.lower(u.src[0] if u.op is Ops.CONTIGUOUS else u, idxs, root=True)
-    store = UOp(Ops.STORE, (out.index(flat_index(idxs, u.shape)), val))
+    if u.op is Ops.STORE: address, val = self.store_address(u.src[0], idxs), self.lower(u.src[1], idxs)
+    else: address, val = out.index(flat_index(idxs, u.shape)), self.lower(u.src[0] if u.op is Ops.CONTIGUOUS else u, idxs, root=True)
+    store = UOp(Ops.STORE, (address, val))
     ast = UOp.sink(UOp(Ops.END, (store, *reversed(out_ranges))) if out_ranges else store)
     ast = graph_rewrite(ast, sym)
     # simplifying may drop every read of a buffer (x | True): renumber the PARAMs that are left
@@ -192,6 +198,80 @@ class _KernelBuilder:
       ast = ast.substitute({p: p.replace(arg=(k, *p.arg[1:])) for k, (_, p) in enumerate(used)})
     verify_between_stages(ast, "kernel")
     return ScheduleItem(ast, tuple(b for b, _ in used))
+
+  def store_address(self, view: UOp, idxs: tuple[UOp, ...]) -> UOp:
+    """Where an assign writes element `idxs` of `view` (movement ops over its target buffer): the INDEX a read would use."""
+    read = self.lower(view, idxs)
+    if read.op is not Ops.LOAD or len(read.src) != 1:
+      raise NotImplementedError(f"rangeify: assign into a padded view (shape {view.shape}): it has no memory of its own to write")
+    return read.src[0]
+
+
+def base_buffer(view: UOp) -> UOp:
+  """The node under `view`'s movement ops."""
+  while view.op in GroupOp.Movement: view = view.src[0]
+  return view
+
+def assign_target(store: UOp) -> UOp:
+  """The argument buffer (a PARAM) an assign's STORE writes into, under the movement ops of its view."""
+  if (u := base_buffer(store.src[0])).op is not Ops.PARAM: raise NotImplementedError(f"rangeify: assign into {u.op.name}, not a realized buffer")
+  return u
+
+def _reads(root: UOp, realized: set[UOp], through: UOp | None = None) -> dict[UOp, bool]:
+  """The buffers (PARAMs) the kernel computing `root` reads directly (not through an AFTER, nor past another realized node),
+  each with whether some read goes through a movement op or a reduce (so may be at another index than the element being
+  computed). `through`, an assign's own view of its target, reached with no movement on the way, is read at the element
+  being written: left out."""
+  out: dict[UOp, bool] = {}
+  seen: set[tuple[UOp, bool]] = set()
+  todo = [(root, False)]
+  while todo:
+    u, moved = todo.pop()
+    if (u, moved) in seen or u.op is Ops.AFTER or (u is not root and u in realized): continue
+    seen.add((u, moved))
+    if u is through and not moved: continue  # the very element being written
+    if u.op is Ops.PARAM: out[u] = out.get(u, False) or moved; continue
+    moved = moved or u.op in GroupOp.Movement or u.op is Ops.REDUCE
+    todo.extend((s, moved) for s in (u.src[1:] if u.op is Ops.STORE else u.src))
+  return out
+
+def _order(body: UOp, realized: set[UOp]) -> list[UOp]:
+  """The realized nodes in an order to run their kernels in: sources first, and an assign's STORE after every kernel that
+  reads its target's old contents (a read of the AFTER, the new contents, already comes after it)."""
+  nodes = body.toposort()
+  position = {u: i for i, u in enumerate(nodes)}
+  kernels = [u for u in nodes if u in realized]
+  deps: dict[UOp, set[UOp]] = {}
+  for u in kernels:  # the realized nodes and STOREs each one's kernel needs done first
+    found, seen, todo = set(), set(), list(u.src[1:] if u.op is Ops.STORE else u.src)
+    while todo:
+      if (s := todo.pop()) in seen: continue
+      seen.add(s)
+      if s in realized: found.add(s)
+      elif s.op is Ops.AFTER: found.update(x for x in s.src[1:] if x.op is Ops.STORE)
+      else: todo.extend(s.src)
+    deps[u] = found
+  old_readers: dict[UOp, list[UOp]] = {}
+  for u in kernels:
+    for p in _reads(u, realized): old_readers.setdefault(p, []).append(u)
+  for u in kernels:
+    if u.op is Ops.STORE: deps[u].update(r for r in old_readers.get(assign_target(u), ()) if r is not u)
+  order, done = [], set()
+  waiting = sorted(kernels, key=position.__getitem__)
+  while waiting:
+    if (ready := next((u for u in waiting if deps[u] <= done), None)) is None:
+      raise ValueError("rangeify: an assign's STORE must wait for every kernel reading its buffer's old contents, and one of those reads its "
+                       "new contents too (one computation reads a buffer both before and after assigning to it)")
+    waiting.remove(ready); order.append(ready); done.add(ready)
+  return order
+
+def _copy_moved_self_reads(body: UOp) -> UOp:
+  """An assign whose value reads its own target at another element (`t.assign(t.flip(0))`) would overwrite what it still has
+  to read: its value is made CONTIGUOUS (computed into a buffer of its own first)."""
+  fix = {}
+  for st in (u for u in body.toposort() if u.op is Ops.STORE):
+    if _reads(st, set(), through=st.src[0]).get(assign_target(st)): fix[st] = st.replace(src=(st.src[0], UOp(Ops.CONTIGUOUS, (st.src[1],))))
+  return body.substitute(fix) if fix else body
 
 
 SUM_BLOCK = 1024
@@ -296,12 +376,21 @@ def rangeify(fn: UOp, gpu: bool = False, threads: int = 1) -> Schedule:
   body, args = graph_rewrite(fn.src[0], long_sums), fn.src[1:]
   sched = Schedule(n_args=len(args))
   buffer_of: dict[UOp, int] = {}
+  has_assign = False
   for u in body.toposort():
     if u.op is Ops.PARAM and isinstance(u.arg[0], int): buffer_of[u] = u.arg[0]
+    if u.op is Ops.AFTER: has_assign = True
+  if has_assign:
+    body = _copy_moved_self_reads(body)
+    for u in body.toposort():
+      if u.op is Ops.AFTER: buffer_of[u] = buffer_of[base_buffer(u.src[0])]  # reads the buffer as the assign left it
   realized = find_realized(body)
-  for u in body.toposort():
-    if u not in realized: continue
+  for u in (_order(body, realized) if has_assign else [u for u in body.toposort() if u in realized]):
     if u.shape and not all(isinstance(s, int) for s in u.shape): raise NotImplementedError(f"rangeify: symbolic shape {u.shape}")
+    if u.op is Ops.STORE:
+      buffer_of[u] = buffer_of[assign_target(u)]
+      sched.items.append(_KernelBuilder(realized, buffer_of).kernel(u, buffer_of[u]))
+      continue
     dev = u.device if isinstance(u.device, str) else None
     buffer_of[u] = len(args) + len(sched.buffers)
     sched.buffers.append((math.prod(u.shape), u.dtype, dev))

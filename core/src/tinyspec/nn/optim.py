@@ -2,9 +2,10 @@
 (decoupled weight decay).
 
 A step is one lazy graph: every parameter's new value and every piece of optimizer state (momenta, moment estimates, the
-bias-correction powers) is built from the current buffers and the gradients, and all of it is realized in a single
-`Tensor.realize` call, after which each parameter's `uop` is its new BUFFER (the Tensor objects stay the same, so models
-and state dicts that hold them see the update). Hyperparameters that a schedule may change (the learning rate) and
+bias-correction powers) is built from the current buffers and the gradients and assigned into its buffer
+(`Tensor.assign`), and all of it is realized in a single `Tensor.realize` call: the kernels write into the buffers the
+parameters already have, so a step allocates no new memory for them (and the Tensor objects, which models and state
+dicts hold, keep their buffers). Hyperparameters that a schedule may change (the learning rate) and
 per-step values (b1**t, b2**t) are buffers, not constants, and the state starts as zero buffers, so every step has the
 same graph and every one after the first runs from the schedule cache.
 
@@ -32,9 +33,8 @@ def _zeros_like(ps: list[Tensor]) -> list[Tensor]:
   return out
 
 def _set(t: Tensor, new: Tensor) -> Tensor:
-  """Give `t` the lazy value `new` (in t's dtype) in place and return it, to be realized with the rest of the step."""
-  t.uop = new.cast(t.dtype).uop
-  return t
+  """Write `new` into `t`'s buffer (`Tensor.assign`, lazily: realized with the rest of the step) and return t."""
+  return t.assign(new)
 
 
 class Optimizer:

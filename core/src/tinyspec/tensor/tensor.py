@@ -278,6 +278,31 @@ class Tensor(MovementMixin, ReduceMixin, NNMixin, RandomMixin):
     order = (axis, *(d for d in range(self.ndim) if d != axis))  # COPY to n devices scatters axis 0 (seed 001)
     moved = UOp(Ops.COPY, (x.uop.permute(order) if axis else x.uop,), devices)
     return self._from_uop(moved.permute(tuple(order.index(d) for d in range(self.ndim))) if axis else moved, devices)
+  def assign(self, x: Tensor | Scalar | np.ndarray) -> Tensor:
+    """Write `x` (broadcast to this shape, cast to this dtype, moved to this device) into this tensor's memory, in place
+    (PyTorch's copy_), and return self: seed 001's STORE followed by AFTER. On a realized tensor the write is lazy, done
+    when this tensor is realized (with whatever else is realized with it: the optimizers realize a whole step at once);
+    every Tensor holding the same buffer then reads the new value, and so does any graph realized later that reads it.
+    On a view of a realized tensor (a slice, a reshape, a transpose) the write happens now and changes only that region
+    of the buffer underneath. An unrealized tensor simply takes x's value; a value over several devices too (its shards
+    are replaced, not written in place)."""
+    if not isinstance(x, Tensor): x = Tensor(x, device=self.device, dtype=self.dtype)
+    try: value = x.to(self.device).cast(self.dtype)._broadcast_to(self.shape).uop
+    except (ValueError, RuntimeError) as e: raise ValueError(f"assign: a value of shape {x.shape} into a tensor of shape {self.shape}: {e}") from None
+    if isinstance(self.device, tuple): self.uop = value; return self  # shards are replaced
+    if self.uop.op is Ops.AFTER: self.realize()  # an assign still pending lands first
+    base, moves = self.uop, set()
+    while base.op in (Ops.RESHAPE, Ops.EXPAND, Ops.PERMUTE, Ops.SHRINK, Ops.FLIP, Ops.PAD): moves.add(base.op); base = base.src[0]
+    if base.op is not Ops.BUFFER:
+      if base is not self.uop: raise ValueError(f"assign: this tensor is a view of an unrealized value ({base.op.name}); realize what it views first")
+      self.uop = value
+      return self
+    if moves & {Ops.EXPAND, Ops.PAD}:
+      raise ValueError(f"assign: this view of a buffer (shape {self.shape}) repeats or pads elements: no single place to write each value")
+    written = UOp(Ops.AFTER, (base, UOp(Ops.STORE, (self.uop, value))))
+    if base is self.uop: self.uop = written
+    else: engine.realize(written, device=self.device)
+    return self
   def contiguous(self) -> Tensor:
     """The same values with a kernel boundary: the value is materialized in its own buffer."""
     return self._new(UOp(Ops.CONTIGUOUS, (self.uop,)))
