@@ -95,3 +95,13 @@ def test_optimizer_updates_in_place_with_flat_memory(make, monkeypatch):
   assert all(t.uop is b for t, b in zip(opt.params + getattr(opt, "m", []) + getattr(opt, "b", []), buffers))
   assert held_at[99] == held_at[10], held_at
   assert losses[-1] < 0.6 * losses[0]  # and it trains (the update rules themselves are checked against PyTorch in test_optim)
+
+def test_lazy_reads_made_before_an_assign_see_the_old_contents():
+  """PyTorch computes `loss` before `step()` changes the weights; here loss is lazy, so it is computed with the write."""
+  w = _realized(np.array([1.0, 2.0], np.float32))
+  loss = (w * 3).sum()  # built before the write, realized after it
+  view = w[0:1]         # a view, though, sees the write (as a PyTorch view would)
+  w.assign(w * 10).realize()
+  assert loss.item() == 9.0
+  np.testing.assert_array_equal(w.numpy(), [10, 20])
+  np.testing.assert_array_equal(view.numpy(), [10])

@@ -2,8 +2,9 @@
 from tinyspec.device import Device
 from tinyspec.dtype import DType, dtypes
 from tinyspec.function import function
+from tinyspec.jit import TinyJit
 from tinyspec.tensor import Tensor
 from tinyspec.uop import Ops, UOp
 
 __version__ = "0.1.0"
-__all__ = ["DType", "Device", "dtypes", "function", "Ops", "Tensor", "UOp", "__version__"]
+__all__ = ["DType", "Device", "dtypes", "function", "Ops", "Tensor", "TinyJit", "UOp", "__version__"]

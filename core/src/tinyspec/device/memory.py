@@ -228,6 +228,7 @@ class Buffer:
   @property
   def handle(self) -> Any:
     """The allocator's handle to this buffer's memory (what a `Program` is called with); the buffer must be allocated."""
+    if self._base is None and self._handle is not None: return self._handle  # the common case, checked first: it is on every launch
     allocator = self.allocator
     if self._base is None: return self._handle
     if self._handle is None:

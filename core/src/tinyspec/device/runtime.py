@@ -5,6 +5,8 @@ The pipeline uses a device only through these: `renderer.render` makes source, `
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from tinyspec.device.compiler import Compiler
@@ -31,6 +33,18 @@ class Program:
 
   def __repr__(self): return f"<{type(self).__name__} {self.name}>"
 
+@dataclass(frozen=True)
+class Launch:
+  """One kernel launch TinyJit captured: `program` called with `handles` (a list, its slots in `inputs` refilled with the
+  replay's input handles: (position in handles, input number) pairs) and the grid it was launched with. `keep` holds the
+  Buffers behind the handles, so their memory lives as long as the capture."""
+  program: Program
+  handles: list[Any]
+  inputs: tuple[tuple[int, int], ...]
+  global_size: tuple[int, ...] | None
+  local_size: tuple[int, ...] | None
+  keep: tuple[Any, ...] = ()
+
 class Runtime:
   """One opened device, e.g. "CUDA:1": what `Device[name]` returns. A plugin builds one in `DeviceSpec.open(name)`, giving it
   the device's renderer, compiler and allocator, and implements `program` (and `synchronize` if work can be pending)."""
@@ -46,5 +60,11 @@ class Runtime:
 
   def synchronize(self) -> None:
     """Wait for every launch and copy queued on this device to finish. Devices that run everything synchronously keep this no-op."""
+
+  def graph(self, launches: list[Launch]) -> Callable[[list[Any]], None] | None:
+    """Optional: `launches` (consecutive, all on this device) prepared to run as one unit, as a callable taking the replay's
+    input handles (TinyJit's inputs, in order); e.g. a CUDA graph, or one native call sequence. None (the default): TinyJit
+    calls each launch's Program in turn."""
+    return None
 
   def __repr__(self): return f"<{type(self).__name__} {self.name}>"

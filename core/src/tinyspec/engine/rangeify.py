@@ -200,8 +200,11 @@ class _KernelBuilder:
     return ScheduleItem(ast, tuple(b for b, _ in used))
 
   def store_address(self, view: UOp, idxs: tuple[UOp, ...]) -> UOp:
-    """Where an assign writes element `idxs` of `view` (movement ops over its target buffer): the INDEX a read would use."""
-    read = self.lower(view, idxs)
+    """Where an assign writes element `idxs` of `view` (movement ops over its target buffer): the INDEX a read of the buffer
+    through those movement ops would use, even where the view is also a realized value of its own (an old reader)."""
+    kept, (self.realized, self.memo, self.plans) = (self.realized, self.memo, self.plans), (set(), {}, {})
+    try: read = self.lower(view, idxs)
+    finally: self.realized, self.memo, self.plans = kept
     if read.op is not Ops.LOAD or len(read.src) != 1:
       raise NotImplementedError(f"rangeify: assign into a padded view (shape {view.shape}): it has no memory of its own to write")
     return read.src[0]
@@ -265,12 +268,12 @@ def _order(body: UOp, realized: set[UOp]) -> list[UOp]:
     waiting.remove(ready); order.append(ready); done.add(ready)
   return order
 
-def _copy_moved_self_reads(body: UOp) -> UOp:
+def _copy_moved_self_reads(body: UOp, realized: set[UOp]) -> UOp:
   """An assign whose value reads its own target at another element (`t.assign(t.flip(0))`) would overwrite what it still has
   to read: its value is made CONTIGUOUS (computed into a buffer of its own first)."""
   fix = {}
   for st in (u for u in body.toposort() if u.op is Ops.STORE):
-    if _reads(st, set(), through=st.src[0]).get(assign_target(st)): fix[st] = st.replace(src=(st.src[0], UOp(Ops.CONTIGUOUS, (st.src[1],))))
+    if _reads(st, realized, through=st.src[0]).get(assign_target(st)): fix[st] = st.replace(src=(st.src[0], UOp(Ops.CONTIGUOUS, (st.src[1],))))
   return body.substitute(fix) if fix else body
 
 
@@ -380,11 +383,11 @@ def rangeify(fn: UOp, gpu: bool = False, threads: int = 1) -> Schedule:
   for u in body.toposort():
     if u.op is Ops.PARAM and isinstance(u.arg[0], int): buffer_of[u] = u.arg[0]
     if u.op is Ops.AFTER: has_assign = True
+  realized = find_realized(body)
   if has_assign:
-    body = _copy_moved_self_reads(body)
+    if (fixed := _copy_moved_self_reads(body, realized)) is not body: body, realized = fixed, find_realized(fixed)
     for u in body.toposort():
       if u.op is Ops.AFTER: buffer_of[u] = buffer_of[base_buffer(u.src[0])]  # reads the buffer as the assign left it
-  realized = find_realized(body)
   for u in (_order(body, realized) if has_assign else [u for u in body.toposort() if u in realized]):
     if u.shape and not all(isinstance(s, int) for s in u.shape): raise NotImplementedError(f"rangeify: symbolic shape {u.shape}")
     if u.op is Ops.STORE:

@@ -9,6 +9,7 @@ DEBUG=1 prints each kernel's name and time, 2 adds its buffers and the memory in
 5 the graph after every stage."""
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import os
@@ -136,10 +137,27 @@ def compile_kernel(ast: UOp, device: str) -> CompiledKernel:
 # ---- schedules ----
 
 @dataclass(frozen=True)
+class KernelStep:
+  """Run `kernel` on `device` over schedule buffers `buffers` (in the kernel's parameter order, output first)."""
+  kernel: CompiledKernel
+  device: str
+  buffers: tuple[int, ...]
+  @property
+  def empty(self) -> bool:
+    """An empty grid: nothing to compute (and GPUs refuse to launch one)."""
+    return self.kernel.global_size is not None and 0 in self.kernel.global_size
+
+@dataclass(frozen=True)
+class CopyStep:
+  """Copy schedule buffer buffers[1] into buffers[0] (on `device`)."""
+  device: str
+  buffers: tuple[int, int]
+
+@dataclass(frozen=True)
 class CompiledSchedule:
-  """A function's steps, ready to run: ('kernel', CompiledKernel, device, buffer ids) or ('copy', None, device, ids)."""
+  """A function's steps, ready to run."""
   sched: Schedule
-  steps: tuple[tuple[str, Any, str, tuple[int, ...]], ...]
+  steps: tuple[KernelStep | CopyStep, ...]
   home: tuple[int, ...]
   devices: tuple[str, ...]   # per non-argument buffer
 
@@ -155,26 +173,39 @@ def _compile_schedule(fn: UOp, device: str) -> CompiledSchedule:
   steps = []
   for item in sched.items:
     dev = dev_of[item.bufs[0]]
-    if item.ast.op is Ops.COPY: steps.append(("copy", None, dev, item.bufs))
-    else: steps.append(("kernel", compile_kernel(item.ast, dev), dev, item.bufs))
+    if item.ast.op is Ops.COPY: steps.append(CopyStep(dev, item.bufs))
+    else: steps.append(KernelStep(compile_kernel(item.ast, dev), dev, item.bufs))
   stats["schedules_built"] += 1
   return CompiledSchedule(sched, tuple(steps), tuple(memory_plan(sched)), devices)
 
 _lock = threading.Lock()
 _workers: dict[str, ThreadPoolExecutor] = {}
 
-def _step(kind: str, k: CompiledKernel | None, dev: str, ids: tuple[int, ...], bufs: list[Buffer], debug: int) -> None:
-  if kind == "copy": bufs[ids[0]].copyin(bufs[ids[1]].numpy()); return
-  if k.global_size is not None and 0 in k.global_size: return  # an empty grid: nothing to compute (and GPUs refuse it)
+def _step(step: KernelStep | CopyStep, bufs: list[Buffer], debug: int) -> None:
+  ids = step.buffers
+  if isinstance(step, CopyStep): bufs[ids[0]].copyin(bufs[ids[1]].numpy()); return
+  if step.empty: return
+  k = step.kernel
   t = k.program(*(bufs[i].handle for i in ids), global_size=k.global_size, local_size=k.local_size, wait=debug >= 1)
   with _lock: stats["kernels_run"] += 1; count = stats["kernels_run"]
   if debug >= 1:
-    print(f"*** {dev:10s} {count:5d} {k.name:24s} {t * 1e3:9.3f} ms" +
+    print(f"*** {step.device:10s} {count:5d} {k.name:24s} {t * 1e3:9.3f} ms" +
           (f"  bufs {[bufs[i].size for i in ids]}  {sum(bufs[i].nbytes for i in set(ids)) / 1e6:.3f} MB" if debug >= 2 else ""))
 
 def _after(deps: list[Future], *step) -> None:
   for d in deps: d.result()
   _step(*step)
+
+_recording = threading.local()
+
+@contextlib.contextmanager
+def capture():
+  """Record every schedule this thread runs while the block runs, as (its steps, the buffers they ran on): what TinyJit
+  replays. Yields the list the records are appended to."""
+  if getattr(_recording, "steps", None) is not None: raise RuntimeError("capture: already capturing in this thread (a TinyJit inside another)")
+  _recording.steps = records = []
+  try: yield records
+  finally: _recording.steps = None
 
 def _run(cs: CompiledSchedule, args: list[Buffer]) -> list[Buffer]:
   """Allocate the schedule's buffers and run its steps. Steps on one device run in order; with several devices each has
@@ -186,17 +217,19 @@ def _run(cs: CompiledSchedule, args: list[Buffer]) -> list[Buffer]:
     b = n + i
     bufs[b] = bufs[cs.home[b]] if cs.home[b] != b else Buffer(cs.devices[i], size, dtype).allocate()
   debug = DEBUG()
-  if len({dev for _, _, dev, _ in cs.steps}) <= 1:
-    for step in cs.steps: _step(*step, bufs, debug)
+  if (records := getattr(_recording, "steps", None)) is not None: records.append((cs.steps, bufs))
+  if len({step.device for step in cs.steps}) <= 1:
+    for step in cs.steps: _step(step, bufs, debug)
     return bufs  # type: ignore[return-value]
   writer: dict[int, Future] = {}
   readers: dict[int, list[Future]] = {}
   running = []
-  for kind, k, dev, ids in cs.steps:
+  for step in cs.steps:
+    ids, dev = step.buffers, step.device
     out, ins = id(bufs[ids[0]]), {id(bufs[i]) for i in ids[1:]}
     deps = [writer[b] for b in ins if b in writer] + readers.get(out, []) + ([writer[out]] if out in writer else [])
     if dev not in _workers: _workers[dev] = ThreadPoolExecutor(1, thread_name_prefix=f"tinyspec-{dev}")
-    running.append(fut := _workers[dev].submit(_after, deps, kind, k, dev, ids, bufs, debug))
+    running.append(fut := _workers[dev].submit(_after, deps, step, bufs, debug))
     writer[out], readers[out] = fut, []
     for b in ins: readers.setdefault(b, []).append(fut)
   for fut in running: fut.result()

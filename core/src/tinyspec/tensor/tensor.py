@@ -35,7 +35,7 @@ from tinyspec.tensor.movement import MovementMixin, broadcast_const, broadcast_s
 from tinyspec.tensor.nn import NNMixin
 from tinyspec.tensor.random import RandomMixin
 from tinyspec.tensor.reduce import ReduceMixin
-from tinyspec.uop.ops import Ops
+from tinyspec.uop.ops import GroupOp, Ops
 from tinyspec.uop.uop import UOp
 
 Scalar = bool | int | float
@@ -56,6 +56,30 @@ _grad_tensors = _LiveSet()  # live tensors with requires_grad=True: backward's l
 # (a BUFFER: not a hash-consed constant, which other constants would share): backward's leaves when it reaches no tensor
 # with requires_grad=True, as tinygrad gives such leaves gradients
 _unset_leaves = _LiveSet()
+# every live Tensor, for assign: before a write lands, the lazy tensors reading the old contents are computed with it
+_all_tensors = _LiveSet()
+_assigned: dict[UOp, None] = {}  # BUFFERs with an assign not yet realized
+
+def _old_readers(todo: list[Tensor]) -> list[Tensor]:
+  """The live lazy tensors (not in `todo`) whose value reads a buffer with a pending assign directly, not through that
+  assign's AFTER: realized together with the assign, so they see the contents from before the write (as PyTorch would,
+  having computed them already). One walk over all their graphs, each node visited once."""
+  reads: dict[UOp, bool] = {}
+  def reads_old(root: UOp) -> bool:
+    stack = [root]
+    while stack:
+      u = stack[-1]
+      if u in reads: stack.pop(); continue
+      if u.op is Ops.AFTER or u.op is Ops.BUFFER: reads[stack.pop()] = u in _assigned; continue
+      if missing := [s for s in u.src if s not in reads]: stack.extend(missing); continue
+      reads[stack.pop()] = any(reads[s] for s in u.src)
+    return reads[root]
+  def view_of_buffer(u: UOp) -> bool:  # a view (a slice, a reshape) sees the new contents, as a PyTorch view would
+    while u.op in GroupOp.Movement: u = u.src[0]
+    return u.op is Ops.BUFFER
+  skip = {id(t) for t in todo}
+  return [t for t in _all_tensors if id(t) not in skip and t.uop.op is not Ops.BUFFER and not isinstance(t.device, tuple)
+          and not view_of_buffer(t.uop) and reads_old(t.uop)]
 
 
 def _canon(device: str | tuple[str, ...]) -> str | tuple[str, ...]:
@@ -136,6 +160,7 @@ class Tensor(MovementMixin, ReduceMixin, NNMixin, RandomMixin):
     if dt is not None: uop = uop.cast(dt)
     if device is not None and uop.device is not None and uop.device != self._device: uop = _moved(uop, self._device)
     self.uop, self.requires_grad, self.grad = uop, requires_grad, None
+    _all_tensors.add(self)
 
   @classmethod
   def _from_uop(cls, uop: UOp, device: str | None = None) -> Tensor:
@@ -143,6 +168,7 @@ class Tensor(MovementMixin, ReduceMixin, NNMixin, RandomMixin):
     t = cls.__new__(cls)
     t.uop, t.grad = uop, None  # requires_grad stays unset (the class's None) without the setter: not a leaf
     t._device = device if device is not None else uop.device if uop.device is not None else Device.DEFAULT
+    _all_tensors.add(t)
     return t
   def _new(self, uop: UOp) -> Tensor: return type(self)._from_uop(uop, self.device)
 
@@ -169,12 +195,15 @@ class Tensor(MovementMixin, ReduceMixin, NNMixin, RandomMixin):
   def realize(self, *others: Tensor) -> Tensor:
     """Compute this tensor (and `others`, scheduled together) into buffers; afterwards each one's `uop` is its BUFFER."""
     todo = [t for t in (self, *others) if not engine.is_realized(t.uop)]
+    if _assigned and any(t.uop.op is Ops.AFTER for t in todo) or (_assigned and any(Ops.AFTER in {u.op for u in t.uop.toposort()} for t in todo)):
+      todo += _old_readers(todo)
     for device in dict.fromkeys(t.device for t in todo):  # a constant-only graph names no device: each group says where it goes
       group = [t for t in todo if t.device == device]
       # a value that needs gradients keeps its graph for backward (loss.item() before loss.backward()); a leaf starts afresh
       keep = grad_path(UOp.sink(*(t.uop for t in group)), {x.uop for x in _grad_tensors}) if _grad_tensors else set()
       for t, buf in zip(group, engine.realize(*(t.uop for t in group), device=device)):
         if t._requires_grad is None and t.uop in keep: t._forward = (buf, t.uop)
+        if t.uop.op is Ops.AFTER: _assigned.pop(t.uop.src[0], None)
         t.uop = buf
     return self
   def numpy(self) -> np.ndarray:
@@ -300,8 +329,9 @@ class Tensor(MovementMixin, ReduceMixin, NNMixin, RandomMixin):
     if moves & {Ops.EXPAND, Ops.PAD}:
       raise ValueError(f"assign: this view of a buffer (shape {self.shape}) repeats or pads elements: no single place to write each value")
     written = UOp(Ops.AFTER, (base, UOp(Ops.STORE, (self.uop, value))))
+    _assigned[base] = None
     if base is self.uop: self.uop = written
-    else: engine.realize(written, device=self.device)
+    else: Tensor._from_uop(written, self.device).realize()
     return self
   def contiguous(self) -> Tensor:
     """The same values with a kernel boundary: the value is materialized in its own buffer."""
