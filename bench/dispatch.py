@@ -1,7 +1,8 @@
 """Dispatch cost of a small fused expression, `((a+b)*c).sum()` on 1000 floats, side by side with tinygrad where installed.
 
 first call: building the graph, scheduling, lowering, compiling and running, in a fresh process (nothing cached in memory);
-steady: the same expression on new data of the same shapes, so the schedule cache answers (median of --repeat calls).
+steady: the same expression on new data of the same shapes, so the schedule cache answers (median of --repeat calls);
+jit: the same steady call through TinyJit (its replays, after the run and the capture).
 Each system and device runs in its own process. Run: python bench/dispatch.py [--repeat 200] [--devices PYTHON]
 """
 from __future__ import annotations
@@ -38,7 +39,22 @@ def measure_tinyspec(device: str, repeat: int) -> dict[str, float]:
     ((a + b) * c).sum().realize()
     times.append(time.perf_counter() - t0)
   assert stats["kernels_compiled"] == compiled, "the steady state recompiled"
-  return {"first": first, "steady": statistics.median(times), "kernels": compiled}
+  from tinyspec import TinyJit
+  return {"first": first, "steady": statistics.median(times), "jit": jit_steady(TinyJit, ins, data), "kernels": compiled}
+
+def jit_steady(jit, ins: list, data: list) -> float:
+  """The median time of a TinyJit-wrapped call of the expression on new data (its first two calls, run and capture, untimed),
+  the replays' results checked against numpy."""
+  f = jit(lambda a, b, c: ((a + b) * c).sum())
+  times = []
+  for i, (a, b, c) in enumerate(ins):
+    t0 = time.perf_counter()
+    out = f(a, b, c)
+    times.append(time.perf_counter() - t0)
+    if i in (2, len(ins) - 1):
+      expect = float(((data[i][0] + data[i][1]) * data[i][2]).sum())
+      assert abs(out.item() - expect) < 1e-3 * max(1.0, abs(expect)), (out.item(), expect)
+  return statistics.median(times[2:])
 
 def measure_tinygrad(device: str, repeat: int) -> dict[str, float]:
   os.environ["DEV"] = device
@@ -55,7 +71,8 @@ def measure_tinygrad(device: str, repeat: int) -> dict[str, float]:
     t0 = time.perf_counter()
     ((a + b) * c).sum().realize()
     times.append(time.perf_counter() - t0)
-  return {"first": first, "steady": statistics.median(times), "kernels": -1}
+  from tinygrad import TinyJit
+  return {"first": first, "steady": statistics.median(times), "jit": jit_steady(TinyJit, ins, data), "kernels": -1}
 
 MEASURE = {"tinyspec": measure_tinyspec, "tinygrad": measure_tinygrad}
 
@@ -81,9 +98,10 @@ def main() -> int:
       rows.append((system, device, json.loads(out.stdout.strip().splitlines()[-1])))
   print(f"((a+b)*c).sum() on {N} float32; python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} cores;"
         f" steady = median of {args.repeat} calls on new data")
-  print(f"{'system':<10s} {'device':<8s} {'first call ms':>14s} {'steady us/call':>15s} {'kernels compiled':>17s}")
+  print(f"{'system':<10s} {'device':<8s} {'first call ms':>14s} {'steady us/call':>15s} {'TinyJit us/call':>16s} {'kernels compiled':>17s}")
   for system, device, r in rows:
-    print(f"{system:<10s} {device:<8s} {r['first'] * 1e3:>14.2f} {r['steady'] * 1e6:>15.1f} {r['kernels'] if r['kernels'] >= 0 else '-':>17}")
+    print(f"{system:<10s} {device:<8s} {r['first'] * 1e3:>14.2f} {r['steady'] * 1e6:>15.1f} {r['jit'] * 1e6:>16.1f} "
+          f"{r['kernels'] if r['kernels'] >= 0 else '-':>17}")
   return 0
 
 if __name__ == "__main__":

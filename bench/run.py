@@ -45,6 +45,7 @@ BENCHES: list[tuple[str, str, str, float | None]] = [
   ("conv", "conv2d (8,64,56,56) x (64,64,3,3), padding 1", "GFLOP/s", 2 * 8 * 64 * 56 * 56 * 64 * 9),
   ("first", f"first call of ((a+b)*c).sum(), {dispatch.N} floats (compile cache warm)", "ms", None),
   ("steady", f"steady call of ((a+b)*c).sum(), {dispatch.N} floats", "us", None),
+  ("jit", "steady call of the same through TinyJit", "us", None),
   ("cold", "cold first call of the same, empty compile cache", "ms", None),
 ]
 SCALE = {"ms": 1e3, "us": 1e6}
@@ -55,8 +56,8 @@ SYSTEMS = ["numpy", "tinyspec:CPU", "tinyspec:OPENCL", "tinyspec:PYTHON", "torch
 # what a system skips, with the note printed under the table: sizes that would take minutes, figures that do not apply
 TOO_SLOW = "the PYTHON interpreter would take minutes at this size"
 SKIPS: dict[str, dict[str, str]] = {
-  "numpy": {"cold": "no compiler"},
-  "torch": {"cold": "no compiler (eager kernels are built ahead of time)"},
+  "numpy": {"cold": "no compiler", "jit": "no JIT"},
+  "torch": {"cold": "no compiler (eager kernels are built ahead of time)", "jit": "not measured (torch.compile is another design)"},
   "tinyspec:PYTHON": {"matmul2048": TOO_SLOW, "conv": TOO_SLOW},
   "tinygrad:PYTHON": {k: "tinygrad's PYTHON device emulates every GPU thread in Python: minutes even at the smallest size"
                       for k in THROUGHPUT},
@@ -216,7 +217,7 @@ def worker(system: str, part: str, keys: list[str], repeats: int) -> dict[str, A
   if part == "cold": return {"cold": first_and_steady(system, 3)["first"]}
   if part == "dispatch":
     r = first_and_steady(system, 40 * repeats)
-    return {"first": r["first"], "steady": r["steady"]}
+    return {k: r[k] for k in ("first", "steady", "jit") if k in r}
   return throughput(system, keys, repeats)
 
 # ---- the driver ----
@@ -225,7 +226,7 @@ def measure(system: str, keys: list[str], repeats: int, cache: str) -> dict[str,
   """Run the worker processes of one system; returns {benchmark: seconds | {"error": ...}}."""
   env = cache_env(cache)
   results: dict[str, Any] = {}
-  parts = {"cold": ["cold"], "dispatch": ["first", "steady"], "throughput": THROUGHPUT}  # cold first: it must find the cache empty
+  parts = {"cold": ["cold"], "dispatch": ["first", "steady", "jit"], "throughput": THROUGHPUT}  # cold first: it must find the cache empty
   for part, part_keys in parts.items():
     if not (part_keys := [k for k in part_keys if k in keys]): continue
     print(f"measuring {system} ({part}) ...", file=sys.stderr, flush=True)
