@@ -105,3 +105,10 @@ def test_lazy_reads_made_before_an_assign_see_the_old_contents():
   assert loss.item() == 9.0
   np.testing.assert_array_equal(w.numpy(), [10, 20])
   np.testing.assert_array_equal(view.numpy(), [10])
+
+def test_an_assign_realized_inside_another_value_lands_once():
+  t = _realized(np.array([1.0, 2.0], np.float32))
+  t.assign(t + 1)
+  doubled = (t * 2).realize()  # realizes the assign as part of its graph
+  np.testing.assert_array_equal(doubled.numpy(), [4, 6])
+  np.testing.assert_array_equal(t.numpy(), [2, 3])  # t became its buffer then: reading it does not add 1 again

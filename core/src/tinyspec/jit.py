@@ -33,6 +33,7 @@ from tinyspec.function import _map
 from tinyspec.tensor import Tensor
 from tinyspec.uop.ops import Ops
 from tinyspec.uop.properties import vec_values
+from tinyspec.uop.uop import UOp
 
 R = TypeVar("R")
 
@@ -130,7 +131,7 @@ class TinyJit(Generic[R]):
     elif want != got:
       k = next(i for i, (a, b) in enumerate(zip(want, got)) if a != b)
       (ws, wd, wdev), (gs, gd, gdev) = want[k], got[k]
-      why = f"input Tensor {k} has shape {vec_values(gs)}, dtype {gd.name}, device {gdev}; the capture had {vec_values(ws)}, {wd.name}, {wdev}"
+      why = f"input Tensor {k} has shape {_shape(gs)}, dtype {gd.name}, device {gdev}; the capture had {_shape(ws)}, {wd.name}, {wdev}"
     else: why = f"the other arguments differ from the capture's: {got_other!r}, captured with {want_other!r}"
     raise ValueError(f"TinyJit({self.__name__}): {why}. A captured function replays the same kernels on the same shapes; call "
                      f"{self.__name__}.reset() to capture anew")
@@ -173,6 +174,10 @@ class TinyJit(Generic[R]):
     if type(self.structure) is Tensor: return results[0]  # type: ignore[return-value]
     each = iter(results)
     return _map(self.structure, lambda t: next(each))
+
+def _shape(described: UOp | tuple) -> tuple:
+  """The shape `_describe` gave: a BUFFER's shape vector, or a shape as it is."""
+  return vec_values(described) if isinstance(described, UOp) else described
 
 def _listed(out: Any) -> list[Tensor]:
   found: list[Tensor] = []

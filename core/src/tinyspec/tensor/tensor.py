@@ -58,7 +58,7 @@ _grad_tensors = _LiveSet()  # live tensors with requires_grad=True: backward's l
 _unset_leaves = _LiveSet()
 # every live Tensor, for assign: before a write lands, the lazy tensors reading the old contents are computed with it
 _all_tensors = _LiveSet()
-_assigned: dict[UOp, None] = {}  # BUFFERs with an assign not yet realized
+_assigned: weakref.WeakKeyDictionary[UOp, None] = weakref.WeakKeyDictionary()  # BUFFERs with an assign not yet realized
 
 def _old_readers(todo: list[Tensor]) -> list[Tensor]:
   """The live lazy tensors (not in `todo`) whose value reads a buffer with a pending assign directly, not through that
@@ -195,7 +195,10 @@ class Tensor(MovementMixin, ReduceMixin, NNMixin, RandomMixin):
   def realize(self, *others: Tensor) -> Tensor:
     """Compute this tensor (and `others`, scheduled together) into buffers; afterwards each one's `uop` is its BUFFER."""
     todo = [t for t in (self, *others) if not engine.is_realized(t.uop)]
-    if _assigned and any(t.uop.op is Ops.AFTER for t in todo) or (_assigned and any(Ops.AFTER in {u.op for u in t.uop.toposort()} for t in todo)):
+    if _assigned and (afters := {u for t in todo for u in t.uop.toposort() if u.op is Ops.AFTER}):
+      # an assign lands now: the tensors it is the value of become its buffer too, and reads of the old contents run first
+      chosen = {id(t) for t in todo}
+      todo += [t for t in _all_tensors if t.uop in afters and id(t) not in chosen]
       todo += _old_readers(todo)
     for device in dict.fromkeys(t.device for t in todo):  # a constant-only graph names no device: each group says where it goes
       group = [t for t in todo if t.device == device]
