@@ -2,8 +2,9 @@
 import numpy as np
 import pytest
 from tinyspec import Tensor, TinyJit
+from tinyspec.conformance.support import mlp_training_losses
 from tinyspec.engine.realize import stats
-from tinyspec.nn import Linear, optim
+from tinyspec.nn import optim
 
 
 def _t(a: np.ndarray) -> Tensor: return Tensor(a, device="PYTHON")
@@ -41,21 +42,9 @@ def test_an_input_returned_as_it_is():
     np.testing.assert_array_equal(total.numpy(), [i + 1, i + 1])
 
 def test_a_training_step_matches_the_same_steps_without_it():
-  def train(jit: bool) -> list[float]:
-    rng = np.random.default_rng(1)
-    l1, l2 = Linear(2, 8, device="PYTHON"), Linear(8, 1, device="PYTHON")
-    for p in (l1.weight, l1.bias, l2.weight, l2.bias): p.assign(rng.standard_normal(p.shape).astype(np.float32)).realize()
-    opt = optim.Adam([l1.weight, l1.bias, l2.weight, l2.bias], lr=1e-2)
-    def step(x, y):
-      opt.zero_grad()
-      loss = ((l2(l1(x).relu()) - y) ** 2).mean()
-      loss.backward()
-      opt.step()
-      return loss
-    run = TinyJit(step) if jit else step
-    return [run(_t(rng.standard_normal((8, 2)).astype(np.float32)), _t(rng.standard_normal((8, 1)).astype(np.float32))).item()
-            for _ in range(8)]
-  np.testing.assert_allclose(train(True), train(False), rtol=1e-6)
+  def losses(jit: bool) -> list[float]:
+    return mlp_training_losses("PYTHON", lambda ps: optim.Adam(ps, lr=1e-2), jit, (2, 8, 1), batch=8, seed=1)
+  np.testing.assert_allclose(losses(True), losses(False), rtol=1e-6)
 
 def test_a_call_unlike_the_capture_says_what_differs():
   f = TinyJit(lambda x, scale: x * scale)

@@ -62,13 +62,15 @@ class CapturedJit:
       while j < len(steps) and isinstance(steps[j], Launch) and devices[j] == devices[i]: j += 1
       group: list[Launch] = steps[i:j]  # type: ignore[assignment]
       graph = Device[devices[i]].graph(group)
-      self.segments.append((lambda g: lambda buffers, handles: g(handles))(graph) if graph else functools.partial(_launch_each, group))
+      self.segments.append(functools.partial(_run_graph, graph) if graph else functools.partial(_launch_each, group))
       i = j
 
   def __call__(self, buffers: list[Buffer]) -> None:
     handles = [b.handle for b in buffers]
     for segment in self.segments: segment(buffers, handles)
     engine.stats["kernels_run"] += self.kernels
+
+def _run_graph(graph: Callable[[list[Any]], None], buffers: list[Buffer], handles: list[Any]) -> None: graph(handles)
 
 def _launch_each(launches: list[Launch], buffers: list[Buffer], handles: list[Any]) -> None:
   for launch in launches:

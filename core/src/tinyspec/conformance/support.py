@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinyspec import Tensor, dtypes
+from tinyspec import Tensor, TinyJit, dtypes
 from tinyspec.dtype import DType, bf16_round
+from tinyspec.nn import Linear
 
 # tolerances (rtol, atol) for results of a few float ops in each float dtype: half precision rounds at about 1e-3
 TOL = {dtypes.float16: (2e-3, 2e-3), dtypes.bfloat16: (1.6e-2, 1.6e-2), dtypes.float32: (1e-5, 1e-6), dtypes.float64: (1e-12, 1e-13)}
@@ -54,3 +55,23 @@ def close_to(got: np.ndarray, want: np.ndarray, abs_tol: float, rel_tol: float) 
   if bad.any():
     i = np.argmax(np.where(bad, err, -1))
     raise AssertionError(f"{bad.sum()} of {fin.sum()} values out of tolerance; worst at {want[fin][i]!r}: got {got[fin][i]!r}, error {err[i]:.3g}")
+
+def mlp_training_losses(dev: str, make_optimizer, jit: bool, sizes: tuple[int, int, int], batch: int, seed: int, scale: float = 1.0,
+                        steps: int = 8) -> list[float]:
+  """The losses of `steps` training steps (forward, backward, optimizer step) of a two-layer ReLU MLP with `sizes`
+  (in, hidden, out) on new random data each step, from weights drawn with `seed` times `scale`; with `jit` the step runs
+  through TinyJit. The same arguments give the same losses with and without it, if the capture replays correctly."""
+  rng = np.random.default_rng(seed)
+  l1, l2 = Linear(sizes[0], sizes[1], device=dev), Linear(sizes[1], sizes[2], device=dev)
+  params = [l1.weight, l1.bias, l2.weight, l2.bias]
+  for p in params: p.assign(rng.standard_normal(p.shape).astype(np.float32) * scale).realize()
+  opt = make_optimizer(params)
+  def step(x, y):
+    opt.zero_grad()
+    loss = ((l2(l1(x).relu()) - y) ** 2).mean()
+    loss.backward()
+    opt.step()
+    return loss
+  run = TinyJit(step) if jit else step
+  return [run(Tensor(rng.standard_normal((batch, sizes[0])).astype(np.float32), device=dev),
+              Tensor(rng.standard_normal((batch, sizes[2])).astype(np.float32), device=dev)).item() for _ in range(steps)]

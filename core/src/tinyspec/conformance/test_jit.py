@@ -4,9 +4,9 @@ without the JIT do."""
 import numpy as np
 
 from tinyspec import Tensor, TinyJit, dtypes
-from tinyspec.conformance.support import check, data
+from tinyspec.conformance.support import check, data, mlp_training_losses
 from tinyspec.engine import realize as R
-from tinyspec.nn import Linear, optim
+from tinyspec.nn import optim
 
 
 def test_replays_on_new_data(dev):
@@ -32,18 +32,6 @@ def test_assign_whole_and_slice(dev):
   check(t, expect)
 
 def test_captured_training_step_matches_uncaptured(dev):
-  def train(jit: bool) -> list[float]:
-    rng = np.random.default_rng(5)
-    l1, l2 = Linear(3, 16, device=dev), Linear(16, 1, device=dev)
-    for p in (l1.weight, l1.bias, l2.weight, l2.bias): p.assign(rng.standard_normal(p.shape).astype(np.float32) * 0.5).realize()
-    opt = optim.AdamW([l1.weight, l1.bias, l2.weight, l2.bias], lr=1e-2)
-    def step(x, y):
-      opt.zero_grad()
-      loss = ((l2(l1(x).relu()) - y) ** 2).mean()
-      loss.backward()
-      opt.step()
-      return loss
-    run = TinyJit(step) if jit else step
-    return [run(Tensor(rng.standard_normal((32, 3)).astype(np.float32), device=dev),
-                Tensor(rng.standard_normal((32, 1)).astype(np.float32), device=dev)).item() for _ in range(8)]
-  np.testing.assert_allclose(train(True), train(False), rtol=1e-5)
+  def losses(jit: bool) -> list[float]:
+    return mlp_training_losses(dev, lambda ps: optim.AdamW(ps, lr=1e-2), jit, (3, 16, 1), batch=32, seed=5, scale=0.5)
+  np.testing.assert_allclose(losses(True), losses(False), rtol=1e-5)

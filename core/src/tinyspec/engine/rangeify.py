@@ -183,7 +183,7 @@ class _KernelBuilder:
   def kernel(self, u: UOp, out_id: int) -> ScheduleItem:
     """The kernel computing realized node `u` into schedule buffer `out_id` (for an assign's STORE: into its target)."""
     target = assign_target(u) if u.op is Ops.STORE else u
-    out = self.param(out_id, math.prod(target.shape), u.dtype if u.op is not Ops.STORE else target.dtype)
+    out = self.param(out_id, math.prod(target.shape), target.dtype)
     shape = u.src[1].shape if u.op is Ops.STORE else u.shape
     idxs = tuple(self.new_range(s, AxisType.LOOP) for s in shape)
     out_ranges = [r for r in idxs if r.op is Ops.RANGE]
