@@ -19,6 +19,18 @@ def render_listing(prog: UOp | list[UOp]) -> str:
     lines.append(f"{i:4d} {u.op.name:<12s} {str(u.dtype):<24s} {srcs:<20s} {_arg(u)}".rstrip())
   return "\n".join(lines)
 
+_INFIX = {Ops.ADD: "+", Ops.MUL: "*", Ops.IDIV: "//", Ops.MOD: "%"}
+
+def render_size(u: UOp) -> str | None:
+  """A symbolic size as an expression, a bound variable with its value: `(n=7*4)`; None for anything but variables,
+  constants and + * // % max of them."""
+  if u.op is Ops.CONST: return str(u.arg[0])
+  if u.is_variable: return u.arg[0] if u.bound_value is None else f"{u.arg[0]}={u.bound_value}"
+  if u.op not in _INFIX and u.op is not Ops.MAX: return None
+  a, b = (render_size(s) for s in u.src)
+  if a is None or b is None: return None
+  return f"max({a}, {b})" if u.op is Ops.MAX else f"({a}{_INFIX[u.op]}{b})"
+
 def render_tree(root: UOp, max_lines: int | None = None) -> str:
   """The graph under root as an indented tree; a node seen before prints as a back-reference instead of again."""
   lines: list[str] = []

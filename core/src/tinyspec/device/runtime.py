@@ -37,13 +37,15 @@ class Program:
 class Launch:
   """One kernel launch TinyJit captured: `program` called with `handles` (a list, its slots in `inputs` refilled with the
   replay's input handles: (position in handles, input number) pairs) and the grid it was launched with. `keep` holds the
-  Buffers behind the handles, so their memory lives as long as the capture."""
+  Buffers behind the handles, so their memory lives as long as the capture; `variables` names the kernel's variables (in
+  the order of its `vals`), whose values a replay passes (a device graph is not asked for launches that take any)."""
   program: Program
   handles: list[Any]
   inputs: tuple[tuple[int, int], ...]
   global_size: tuple[int, ...] | None
   local_size: tuple[int, ...] | None
   keep: tuple[Any, ...] = ()
+  variables: tuple[str, ...] = ()
 
 class Runtime:
   """One opened device, e.g. "CUDA:1": what `Device[name]` returns. A plugin builds one in `DeviceSpec.open(name)`, giving it

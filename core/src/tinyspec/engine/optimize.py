@@ -288,7 +288,8 @@ def is_gpu(renderer: Renderer) -> bool:
   return renderer.has_local and renderer.global_max is not None
 
 def _retype(kernel: UOp, old: AxisType, new: AxisType) -> UOp:
-  return kernel.substitute({r: r.replace(arg=(r.axis_id, new)) for r in axes(kernel) if r.axis_type is old})
+  """Ranges of type `old` with a constant bound retyped `new` (a symbolic one stays: a grid's size is fixed at compile time)."""
+  return kernel.substitute({r: r.replace(arg=(r.axis_id, new)) for r in axes(kernel) if r.axis_type is old and r.size is not None})
 
 def _applies(kernel: UOp, opts: list[Opt]) -> bool:
   """Whether every opt of `opts` applies to the kernel (a heuristic proposes only what the optimizer takes)."""
@@ -440,7 +441,8 @@ def no_opts() -> bool:
   return os.environ.get("NOOPT", "") not in ("", "0")
 
 def search_start(kernel: UOp, renderer: Renderer) -> UOp:
-  """The kernel opts apply to: on a GPU, its output axes retyped GLOBAL (LOOP elsewhere)."""
+  """The kernel opts apply to: on a GPU, its output axes retyped GLOBAL (LOOP elsewhere, and for a symbolic bound: each lane
+  walks that axis)."""
   return _retype(kernel, AxisType.LOOP, AxisType.GLOBAL) if is_gpu(renderer) else kernel
 
 def heuristic_opts(kernel: UOp, renderer: Renderer) -> list[Opt]:

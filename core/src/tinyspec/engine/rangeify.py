@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 from tinyspec.dtype import DType, dtypes
 from tinyspec.uop.ops import AxisType, GroupOp, Ops
-from tinyspec.uop.properties import vec_values
+from tinyspec.uop.properties import sint_max, vec_values
 from tinyspec.uop.rewrite import PatternMatcher, UPat, graph_rewrite
 from tinyspec.uop.spec import verify_between_stages
 from tinyspec.uop.symbolic import sym
@@ -55,6 +55,10 @@ class Schedule:
   outputs: tuple[int, ...] = ()
 
 
+def buffer_size(shape: tuple) -> int:
+  """The elements a buffer of `shape` holds: a symbolic shape's largest, so one buffer serves every value of its variables."""
+  return math.prod(sint_max(s) for s in shape)
+
 def _expands(u: UOp) -> bool: return any(a == 1 and b != 1 for a, b in zip(u.src[0].shape, u.shape))
 
 PAD_REALIZE_MIN = 1 << 16
@@ -76,7 +80,7 @@ def find_realized(body: UOp) -> set[UOp]:
   reduced: dict[UOp, bool] = {}
   for u in body.toposort()[::-1]:
     if u.op is Ops.REDUCE and (broadcast.get(u, False) or len(readers.get(u, ())) > 1): realized.add(u)
-    if u.op is Ops.PAD and broadcast.get(u, False) and reduced.get(u, False) and u in from_memory and math.prod(u.shape) >= PAD_REALIZE_MIN:
+    if u.op is Ops.PAD and broadcast.get(u, False) and reduced.get(u, False) and u in from_memory and buffer_size(u.shape) >= PAD_REALIZE_MIN:
       realized.add(u)
     if u in realized: mine, flag, red = frozenset((u,)), False, False
     else: mine, flag, red = readers.get(u, frozenset()), broadcast.get(u, False), reduced.get(u, False)
@@ -132,7 +136,7 @@ class _KernelBuilder:
     # A LOAD could read out of bounds: through a size-0 axis the index can fold to a constant (flat // 0 is 0), and
     # linearize runs a load that depends on no RANGE once before the loops, even when they run zero times
     if math.prod(u.shape) == 0: return UOp.const(0, u.dtype)
-    p = self.param(self.buffer_of[u], math.prod(u.shape), u.dtype)
+    p = self.param(self.buffer_of[u], buffer_size(u.shape), u.dtype)
     idx = p.index(flat_index(idxs, u.shape))
     if valid is None: return UOp(Ops.LOAD, (idx,))
     return UOp(Ops.LOAD, (idx, UOp.const(0, u.dtype), valid))
@@ -153,6 +157,7 @@ class _KernelBuilder:
   def _plan(self, u: UOp, idxs: tuple[UOp, ...], valid: UOp | None, root: bool) -> tuple[list[tuple], Callable[[list[UOp]], UOp]]:
     """What lowering u at idxs needs (sources at their indices) and how it builds u's value from theirs."""
     op, same = u.op, (lambda vs: vs[0])
+    if u.is_variable: return [], lambda vs: u  # a symbolic size read as a value (a mean's count): a kernel variable
     if op in (Ops.PARAM, Ops.AFTER) or (not root and u in self.realized): return [], lambda vs: self.load(u, idxs, valid)
     if op is Ops.CONST: return [], lambda vs: u
     if op in GroupOp.Elementwise or op is Ops.BITCAST:  # right-aligned broadcasting: a lower-rank source reads the last axes
@@ -183,7 +188,7 @@ class _KernelBuilder:
   def kernel(self, u: UOp, out_id: int) -> ScheduleItem:
     """The kernel computing realized node `u` into schedule buffer `out_id` (for an assign's STORE: into its target)."""
     target = assign_target(u) if u.op is Ops.STORE else u
-    out = self.param(out_id, math.prod(target.shape), target.dtype)
+    out = self.param(out_id, buffer_size(target.shape), target.dtype)
     shape = u.src[1].shape if u.op is Ops.STORE else u.shape
     idxs = tuple(self.new_range(s, AxisType.LOOP) for s in shape)
     out_ranges = [r for r in idxs if r.op is Ops.RANGE]
@@ -313,6 +318,7 @@ def thread_blocks(n: int) -> list[int]:
 
 def _spread(red: UOp) -> bool:
   """Whether a reduction is long and its output small: worth two kernels on a parallel device."""
+  if not all(isinstance(s, int) for s in red.src[0].shape): return False  # symbolic: one kernel for every length
   return math.prod(red.src[0].shape[a] for a in red.arg[1]) >= SPREAD_MIN and math.prod(red.shape) < SPREAD_MAX_OUTPUTS
 
 def _gpu_sum(red: UOp) -> UOp | None:
@@ -332,7 +338,8 @@ def _threaded_sum(red: UOp) -> UOp | None:
 def _regroup_sum(red: UOp, blocks_of: Callable[[int], list[int]], top_kernel: bool = False) -> UOp | None:
   """REDUCE(x, ADD, axes) of a float over n > SUM_BLOCK elements -> the same sum over blocks_of(n) (`_regroup`)."""
   (x,), (op, axes) = red.src, red.arg
-  if op is not Ops.ADD or not dtypes.is_float(red.dtype) or (n := math.prod(x.shape[a] for a in axes)) <= SUM_BLOCK: return None
+  if op is not Ops.ADD or not dtypes.is_float(red.dtype) or not isinstance(n := math.prod(x.shape[a] for a in axes), int) or n <= SUM_BLOCK:
+    return None  # short, or of symbolic length (one kernel serves every length: a plain loop)
   return _regroup(red, blocks_of(n), top_kernel)
 
 def _regroup(red: UOp, blocks: list[int], top_kernel: bool = False) -> UOp | None:
@@ -389,14 +396,13 @@ def rangeify(fn: UOp, gpu: bool = False, threads: int = 1) -> Schedule:
     for u in body.toposort():
       if u.op is Ops.AFTER: buffer_of[u] = buffer_of[base_buffer(u.src[0])]  # reads the buffer as the assign left it
   for u in (_order(body, realized) if has_assign else [u for u in body.toposort() if u in realized]):
-    if u.shape and not all(isinstance(s, int) for s in u.shape): raise NotImplementedError(f"rangeify: symbolic shape {u.shape}")
     if u.op is Ops.STORE:
       buffer_of[u] = buffer_of[assign_target(u)]
       sched.items.append(_KernelBuilder(realized, buffer_of).kernel(u, buffer_of[u]))
       continue
     dev = u.device if isinstance(u.device, str) else None
     buffer_of[u] = len(args) + len(sched.buffers)
-    sched.buffers.append((math.prod(u.shape), u.dtype, dev))
+    sched.buffers.append((buffer_size(u.shape), u.dtype, dev))
     if u.op is Ops.COPY: sched.items.append(ScheduleItem(u, (buffer_of[u], buffer_of[u.src[0]])))
     else: sched.items.append(_KernelBuilder(realized, buffer_of).kernel(u, buffer_of[u]))
   sched.outputs = tuple(buffer_of[v] for v in body.src)

@@ -32,8 +32,9 @@ from tinyspec.engine.lower import kernel_name, render_kernel, show
 from tinyspec.engine.memplan import memory_plan
 from tinyspec.engine.optimize import describe_axes, is_gpu, no_opts, optimize
 from tinyspec.engine.pack import pack_operands
-from tinyspec.engine.rangeify import Schedule, rangeify
+from tinyspec.engine.rangeify import Schedule, buffer_size, rangeify
 from tinyspec.uop.ops import Ops
+from tinyspec.uop.properties import bound_values, sint_value
 from tinyspec.uop.spec import verify_between_stages
 from tinyspec.uop.uop import UOp
 
@@ -54,9 +55,9 @@ def buffer_of(u: UOp) -> Buffer:
   """The device Buffer behind a BUFFER UOp."""
   return _buffers[u]
 
-def new_buffer(shape: tuple[int, ...], dtype: DType, device: str) -> UOp:
-  """A fresh BUFFER UOp with storage (contents undefined until written)."""
-  return buffer_uop(shape, Buffer(device, math.prod(shape), dtype).allocate())
+def new_buffer(shape: tuple, dtype: DType, device: str) -> UOp:
+  """A fresh BUFFER UOp with storage (contents undefined until written); a symbolic shape gets room for its largest value."""
+  return buffer_uop(shape, Buffer(device, buffer_size(shape), dtype).allocate())
 
 def from_numpy(arr: np.ndarray, dtype: DType, device: str) -> UOp:
   """A new BUFFER UOp holding a copy of `arr` converted to `dtype`."""
@@ -66,7 +67,9 @@ def from_numpy(arr: np.ndarray, dtype: DType, device: str) -> UOp:
 def to_numpy(buf: UOp) -> np.ndarray:
   """A copy of a realized value's contents (a BUFFER, or a value on several devices, gathered), shaped as the value."""
   if multi.is_multi(buf): buf = realize(UOp(Ops.COPY, (buf,), buf.device[0]))[0]
-  return _buffers[buf].numpy().reshape(buf.shape)
+  if all(type(s) is int for s in buf.shape): return _buffers[buf].numpy().reshape(buf.shape)
+  shape = tuple(sint_value(s) for s in buf.shape)  # a symbolic shape: its value now, the first elements of the buffer
+  return _buffers[buf].numpy()[:math.prod(shape)].reshape(shape)
 
 _realized_views: weakref.WeakSet[UOp] = weakref.WeakSet()
 
@@ -85,6 +88,7 @@ class CompiledKernel:
   source: str
   global_size: tuple[int, ...] | None = None
   local_size: tuple[int, ...] | None = None
+  variables: tuple[str, ...] = ()  # the names of the variables it takes, in the order its `vals` come (by name)
 
 class LRU(OrderedDict):
   """A dict that keeps at most `$env` (else `default`) entries, forgetting the least recently used; `get` and `put` are safe
@@ -130,7 +134,8 @@ def compile_kernel(ast: UOp, device: str) -> CompiledKernel:
   if DEBUG() >= 2: print(f"    {kernel_name(ast)} on {device}: {describe_axes(ast)}")
   k = render_kernel(ast, rt.renderer)
   program = rt.program(k.name, rt.compiler.compile_cached(k.source, k.name))
-  out = _kernels.put(key, CompiledKernel(k.name, program, k.linear, k.source, k.global_size, k.local_size))
+  variables = tuple(sorted(u.arg[0] for u in k.linear.src if u.is_variable))
+  out = _kernels.put(key, CompiledKernel(k.name, program, k.linear, k.source, k.global_size, k.local_size, variables))
   stats["kernels_compiled"] += 1
   return out
 
@@ -181,12 +186,13 @@ def _compile_schedule(fn: UOp, device: str) -> CompiledSchedule:
 _lock = threading.Lock()
 _workers: dict[str, ThreadPoolExecutor] = {}
 
-def _step(step: KernelStep | CopyStep, bufs: list[Buffer], debug: int) -> None:
+def _step(step: KernelStep | CopyStep, bufs: list[Buffer], debug: int, var_vals: dict[str, int]) -> None:
   ids = step.buffers
   if isinstance(step, CopyStep): bufs[ids[0]].copyin(bufs[ids[1]].numpy()); return
   if step.empty: return
   k = step.kernel
-  t = k.program(*(bufs[i].handle for i in ids), global_size=k.global_size, local_size=k.local_size, wait=debug >= 1)
+  vals = tuple(var_vals[name] for name in k.variables) if k.variables else ()
+  t = k.program(*(bufs[i].handle for i in ids), global_size=k.global_size, local_size=k.local_size, vals=vals, wait=debug >= 1)
   with _lock: stats["kernels_run"] += 1; count = stats["kernels_run"]
   if debug >= 1:
     print(f"*** {step.device:10s} {count:5d} {k.name:24s} {t * 1e3:9.3f} ms" +
@@ -200,26 +206,26 @@ _recording = threading.local()
 
 @contextlib.contextmanager
 def capture():
-  """Record every schedule this thread runs while the block runs, as (its steps, the buffers they ran on): what TinyJit
-  replays. Yields the list the records are appended to."""
+  """Record every schedule this thread runs while the block runs, as (its steps, the buffers they ran on, its variables'
+  values by name): what TinyJit replays. Yields the list the records are appended to."""
   if getattr(_recording, "steps", None) is not None: raise RuntimeError("capture: already capturing in this thread (a TinyJit inside another)")
   _recording.steps = records = []
   try: yield records
   finally: _recording.steps = None
 
-def _run(cs: CompiledSchedule, args: list[Buffer]) -> list[Buffer]:
-  """Allocate the schedule's buffers and run its steps. Steps on one device run in order; with several devices each has
-  a worker thread, and a step waits only for the steps that write what it reads (or read what it overwrites), so work
-  on different devices runs at the same time."""
+def _run(cs: CompiledSchedule, args: list[Buffer], var_vals: dict[str, int] | None = None) -> list[Buffer]:
+  """Allocate the schedule's buffers and run its steps (with `var_vals`, the values by name of the variables in symbolic
+  shapes). Steps on one device run in order; with several devices each has a worker thread, and a step waits only for the
+  steps that write what it reads (or read what it overwrites), so work on different devices runs at the same time."""
   sched, n = cs.sched, cs.sched.n_args
   bufs: list[Buffer | None] = list(args) + [None] * len(sched.buffers)
   for i, (size, dtype, _) in enumerate(sched.buffers):
     b = n + i
     bufs[b] = bufs[cs.home[b]] if cs.home[b] != b else Buffer(cs.devices[i], size, dtype).allocate()
-  debug = DEBUG()
-  if (records := getattr(_recording, "steps", None)) is not None: records.append((cs.steps, bufs))
+  debug, var_vals = DEBUG(), var_vals or {}
+  if (records := getattr(_recording, "steps", None)) is not None: records.append((cs.steps, bufs, var_vals))
   if len({step.device for step in cs.steps}) <= 1:
-    for step in cs.steps: _step(step, bufs, debug)
+    for step in cs.steps: _step(step, bufs, debug, var_vals)
     return bufs  # type: ignore[return-value]
   writer: dict[int, Future] = {}
   readers: dict[int, list[Future]] = {}
@@ -229,7 +235,7 @@ def _run(cs: CompiledSchedule, args: list[Buffer]) -> list[Buffer]:
     out, ins = id(bufs[ids[0]]), {id(bufs[i]) for i in ids[1:]}
     deps = [writer[b] for b in ins if b in writer] + readers.get(out, []) + ([writer[out]] if out in writer else [])
     if dev not in _workers: _workers[dev] = ThreadPoolExecutor(1, thread_name_prefix=f"tinyspec-{dev}")
-    running.append(fut := _workers[dev].submit(_after, deps, step, bufs, debug))
+    running.append(fut := _workers[dev].submit(_after, deps, step, bufs, debug, var_vals))
     writer[out], readers[out] = fut, []
     for b in ins: readers.setdefault(b, []).append(fut)
   for fut in running: fut.result()
@@ -295,9 +301,14 @@ def realize(*uops: UOp, device: str | tuple[str, ...] | None = None) -> tuple[UO
   # values over several devices start at a BUFFER or a COPY whose device (arg) is a tuple
   if any(type(n.arg[2]) is tuple if n.op is Ops.BUFFER else n.op is Ops.COPY and type(n.arg) is tuple for n in nodes):
     return _realize_multi(uops, device)
-  fn = callify(*todo, nodes=nodes)
+  fn, var_vals = callify(*todo, nodes=nodes), None
+  if Ops.PARAM in ops and (bound := [n for n in nodes if n.bound_value is not None]):
+    # symbolic shapes: the function body speaks of the unbound variables (one schedule, one compile for every value), and
+    # the values go to the kernels at run time
+    var_vals = {v.arg[0]: x for v, x in bound_values(bound).items()}
+    fn = fn.replace(src=(fn.src[0].substitute({b: b.unbind() for b in bound}), *fn.src[1:]))
   if (cs := _schedules.get(key := (fn.src[0], device))) is None: cs = _schedules.put(key, _compile_schedule(fn, device))
-  bufs = _run(cs, [_buffers[a] for a in fn.src[1:]])
+  bufs = _run(cs, [_buffers[a] for a in fn.src[1:]], var_vals)
   results = iter(buffer_uop(u.shape, bufs[o]) if o >= cs.sched.n_args else fn.src[1 + o] for u, o in zip(todo, cs.sched.outputs))
   return tuple(u if u.op is Ops.BUFFER else next(results) for u in uops)
 

@@ -12,6 +12,9 @@ import numpy as np
 
 from tinyspec.dtype import DType, dtypes, least_upper_dtype
 from tinyspec.uop.ops import Ops
+from tinyspec.uop.properties import sint_max, sint_value
+from tinyspec.uop.rewrite import graph_rewrite
+from tinyspec.uop.symbolic import sym
 from tinyspec.uop.uop import UOp
 
 if TYPE_CHECKING:
@@ -27,18 +30,43 @@ def resolve_dim(dim: int, ndim: int) -> int:
   if not -n <= dim < n: raise IndexError(f"dimension {dim} is out of range for a tensor with {ndim} dimensions (expected in [{-n}, {n - 1}])")
   return int(dim) % n
 
-def shape_arg(*args: Any) -> tuple[int, ...]:
-  """A shape given as sizes, f(2, 3), or as one sequence, f((2, 3)); sizes may be -1 where a method allows it."""
+def _is(s: Any, n: int) -> bool:
+  """Whether size `s` is the int `n` (a symbolic size never is)."""
+  return isinstance(s, int) and s == n
+
+def _sint(s: Any) -> Any:
+  """A size or offset given to a method: an int, or a symbolic size (checked)."""
+  return s if _symbolic_size(s) else int(s)
+
+def simplified(s: Any) -> Any:
+  """A symbolic size in its simplest form (an int where it folds to one); an int as it is."""
+  if not isinstance(s, UOp): return s
+  out = graph_rewrite(s, sym)
+  return out.arg[0] if out.op is Ops.CONST else out
+
+def _symbolic_size(s: Any) -> bool:
+  """A size that is an index expression of bound variables (`UOp.variable("n", 1, 64).bind(7)`, or `n + 1`), never negative."""
+  if not isinstance(s, UOp): return False
+  if s.dtype is not dtypes.index or s.shape != () or s.vmin < 0:
+    raise TypeError(f"a symbolic size must be a non-negative index scalar (a bound variable or an expression of them), got {s.op.name} {s.dtype}")
+  if unbound := [v.arg[0] for v in s.toposort() if v.is_variable and v.bound_value is None]:
+    raise TypeError(f"a symbolic size needs its variables bound to values: {', '.join(unbound)} has none (use .bind(value))")
+  return True
+
+def shape_arg(*args: Any) -> tuple:
+  """A shape given as sizes, f(2, 3), or as one sequence, f((2, 3)); sizes may be -1 where a method allows it, and a bound
+  variable (or an expression of bound variables) where a shape may be symbolic."""
   if len(args) == 1 and isinstance(args[0], (tuple, list)): args = tuple(args[0])
-  if not all(isinstance(s, _INT) and not isinstance(s, bool) for s in args): raise TypeError(f"a shape must be ints, got {args}")
-  shape = tuple(int(s) for s in args)
-  if all(s >= 0 for s in shape) and (n := math.prod(shape)) >= 2 ** 63:
+  if not all((isinstance(s, _INT) and not isinstance(s, bool)) or _symbolic_size(s) for s in args):
+    raise TypeError(f"a shape must be ints (or bound variables), got {args}")
+  shape = tuple(s if isinstance(s, UOp) else int(s) for s in args)
+  if all(sint_max(s) >= 0 for s in shape) and (n := math.prod(sint_max(s) for s in shape)) >= 2 ** 63:
     raise ValueError(f"shape {shape} has {n} elements: past 2**63, more than any device can address")
   return shape
 
 def check_bytes(shape: tuple[int, ...], itemsize: int, what: str) -> None:
   """Refuse a tensor whose bytes no device can address (2**63 or more), naming the shape and the bytes."""
-  if (nbytes := math.prod(shape) * itemsize) >= 2 ** 63:
+  if (nbytes := math.prod(sint_max(s) for s in shape) * itemsize) >= 2 ** 63:
     raise ValueError(f"{what}: shape {shape} needs {nbytes} bytes: past 2**63, more than any device can address")
 
 def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
@@ -63,14 +91,22 @@ def broadcast_const(value: Any, dtype: DType, shape: tuple[int, ...]) -> UOp:
 def _pad_pairs(padding: Sequence, ndim: int) -> list[tuple[int, int]]:
   """Padding as (before, after) per axis, from PyTorch's flat form (pairs from the last axis backwards) or one pair (or None) per axis."""
   padding = tuple(padding)
-  if all(isinstance(p, _INT) for p in padding):
+  if all(isinstance(p, (*_INT, UOp)) for p in padding):
     if len(padding) % 2 or len(padding) > 2 * ndim:
       raise ValueError(f"pad: {padding} must have an even length of at most 2 * ndim = {2 * ndim} (pairs from the last axis)")
     pairs = [(0, 0)] * ndim
-    for i in range(len(padding) // 2): pairs[ndim - 1 - i] = (int(padding[2 * i]), int(padding[2 * i + 1]))
+    for i in range(len(padding) // 2): pairs[ndim - 1 - i] = (_sint(padding[2 * i]), _sint(padding[2 * i + 1]))
     return pairs
   if len(padding) != ndim: raise ValueError(f"pad: {padding} needs one (before, after) pair or None per axis of the {ndim}-d tensor")
-  return [(0, 0) if p is None else (int(p[0]), int(p[1])) for p in padding]
+  return [(0, 0) if p is None else (_sint(p[0]), _sint(p[1])) for p in padding]
+
+def _cut(p: Any) -> int:
+  """How much a pad amount cuts: -p for a negative int, else 0 (a symbolic amount is never negative)."""
+  return -p if isinstance(p, int) and p < 0 else 0
+
+def _added(p: Any) -> Any:
+  """How much a pad amount adds: a positive int or a symbolic amount, else 0."""
+  return p if not isinstance(p, int) or p > 0 else 0
 
 
 class MovementMixin:
@@ -80,15 +116,16 @@ class MovementMixin:
   def reshape(self: Tensor, shape, *args) -> Tensor:
     """The same elements in row-major order with a new shape; one size may be -1 (inferred)."""
     new = shape_arg(shape, *args)
-    if (unknown := sum(s == -1 for s in new)) > 1: raise RuntimeError(f"reshape {new}: only one dimension can be -1")
-    if any(s < -1 for s in new): raise RuntimeError(f"reshape {new}: invalid negative size")
+    if (unknown := sum(_is(s, -1) for s in new)) > 1: raise RuntimeError(f"reshape {new}: only one dimension can be -1")
+    if any(isinstance(s, int) and s < -1 for s in new): raise RuntimeError(f"reshape {new}: invalid negative size")
+    numel = self.numel()  # with symbolic sizes the counts are compared at the variables' values now
     if unknown:
-      known = math.prod(s for s in new if s != -1)
-      if known == 0 or self.numel() % known:
-        raise RuntimeError(f"reshape: shape {self.shape} ({self.numel()} elements) cannot become {new}")
-      new = tuple(self.numel() // known if s == -1 else s for s in new)
-    if math.prod(new) != self.numel():
-      raise RuntimeError(f"reshape: shape {self.shape} ({self.numel()} elements) cannot become {new} ({math.prod(new)} elements)")
+      known = math.prod(s for s in new if not _is(s, -1))
+      if sint_value(known) == 0 or sint_value(numel) % sint_value(known):
+        raise RuntimeError(f"reshape: shape {self.shape} ({numel} elements) cannot become {new}")
+      new = tuple(simplified(numel // known) if _is(s, -1) else s for s in new)
+    if sint_value(math.prod(new)) != sint_value(numel):
+      raise RuntimeError(f"reshape: shape {self.shape} ({numel} elements) cannot become {new} ({math.prod(new)} elements)")
     return self if new == self.shape else self._new(self.uop.reshape(new))
 
   def expand(self: Tensor, shape, *args) -> Tensor:
@@ -98,7 +135,7 @@ class MovementMixin:
     old = (1,) * (len(new) - self.ndim) + self.shape
     new = tuple(o if n == -1 and i >= len(new) - self.ndim else n for i, (o, n) in enumerate(zip(old, new)))
     for i, (o, n) in enumerate(zip(old, new)):
-      if n < 0 or (o != n and o != 1):
+      if (isinstance(n, int) and n < 0) or (o is not n and o != n and not _is(o, 1)):
         raise RuntimeError(f"expand: shape {self.shape} -> {new}: dimension {i} of size {o} is not 1, so it cannot become {n}")
     x = self.reshape(old)
     return x if new == x.shape else self._new(x.uop.expand(new))
@@ -118,11 +155,12 @@ class MovementMixin:
   def shrink(self: Tensor, arg: Sequence[tuple[int, int] | None]) -> Tensor:
     """The window [start, end) of each axis (None keeps an axis whole)."""
     if len(arg) != self.ndim: raise ValueError(f"shrink: {arg} needs one (start, end) or None per axis of shape {self.shape}")
-    bounds = [(0, s) if a is None else (int(a[0]), int(a[1])) for a, s in zip(arg, self.shape)]
+    bounds = [(0, s) if a is None else (_sint(a[0]), _sint(a[1])) for a, s in zip(arg, self.shape)]
     for i, ((b, e), s) in enumerate(zip(bounds, self.shape)):
-      if not 0 <= b <= e <= s: raise IndexError(f"shrink: bounds {(b, e)} of axis {i} lie outside [0, {s}] (shape {self.shape})")
-    if all(b == 0 and e == s for (b, e), s in zip(bounds, self.shape)): return self
-    return self._new(self.uop.shrink(tuple(b for b, _ in bounds), tuple(e - b for b, e in bounds)))
+      if not 0 <= sint_value(b) <= sint_value(e) <= sint_value(s):
+        raise IndexError(f"shrink: bounds {(b, e)} of axis {i} lie outside [0, {s}] (shape {self.shape})")
+    if all(_is(b, 0) and (e is s or _is(e, s)) for (b, e), s in zip(bounds, self.shape)): return self
+    return self._new(self.uop.shrink(tuple(b for b, _ in bounds), tuple(e if _is(b, 0) else simplified(e - b) for b, e in bounds)))
 
   def pad(self: Tensor, padding: Sequence, mode: str = "constant", value: float = 0.0) -> Tensor:
     """Padding as PyTorch's F.pad, (left, right) pairs from the last axis backwards, or one (before, after) pair (or None)
@@ -130,11 +168,11 @@ class MovementMixin:
     if mode != "constant": raise NotImplementedError(f"pad: mode {mode!r} is not supported, only 'constant'")
     pairs = _pad_pairs(padding, self.ndim)
     for i, ((b, a), s) in enumerate(zip(pairs, self.shape)):
-      if s + min(b, 0) + min(a, 0) < 0: raise RuntimeError(f"pad: {(b, a)} cuts more than the size {s} of axis {i}")
-    x = self.shrink(tuple((-min(b, 0), s + min(a, 0)) for (b, a), s in zip(pairs, self.shape)))
-    if all(b <= 0 and a <= 0 for b, a in pairs): return x
-    off = tuple(max(b, 0) for b, _ in pairs)
-    new = tuple(o + s + max(a, 0) for o, s, (_, a) in zip(off, x.shape, pairs))
+      if sint_value(s) - _cut(b) - _cut(a) < 0: raise RuntimeError(f"pad: {(b, a)} cuts more than the size {s} of axis {i}")
+    x = self.shrink(tuple((_cut(b), s if not _cut(a) else s - _cut(a)) for (b, a), s in zip(pairs, self.shape)))
+    if all(_is(_added(b), 0) and _is(_added(a), 0) for b, a in pairs): return x
+    off = tuple(_added(b) for b, _ in pairs)
+    new = tuple(simplified(o + s + _added(a)) for o, s, (_, a) in zip(off, x.shape, pairs))
     out = x.uop.pad(off, new)
     if value != 0 or math.copysign(1.0, value) < 0:
       out = UOp(Ops.WHERE, (broadcast_const(True, dtypes.bool, x.shape).pad(off, new), out, broadcast_const(value, x.dtype, new)))
@@ -306,6 +344,12 @@ class MovementMixin:
       if isinstance(e, _INT) and not isinstance(e, bool):
         if not -size <= e < size: raise IndexError(f"index {e} is out of bounds for dimension {d} with size {size}")
         bounds.append((int(e) % size, int(e) % size + 1))
+      elif isinstance(e, slice) and (isinstance(e.start, UOp) or isinstance(e.stop, UOp)):  # a symbolic window: x[:n], x[n:n + 1]
+        if e.step not in (None, 1): raise IndexError(f"a slice with a symbolic bound takes no step, got {e}")
+        start, stop = _sint(0 if e.start is None else e.start), _sint(size if e.stop is None else e.stop)
+        if isinstance(start, int) and start < 0 or isinstance(stop, int) and stop < 0:
+          raise IndexError(f"a slice with a symbolic bound counts from the start: negative bounds are not supported, got {e}")
+        bounds.append((start, stop)); out_shape.append(simplified(stop - start) if not _is(start, 0) else stop)
       elif isinstance(e, slice):
         start, stop, step = e.indices(size)
         n = len(range(start, stop, step))

@@ -18,6 +18,7 @@ import numpy as np
 from tinyspec.dtype import DType, dtypes, to_dtype
 from tinyspec.tensor.movement import shape_arg
 from tinyspec.uop.ops import Ops
+from tinyspec.uop.properties import sint_max
 from tinyspec.uop.uop import UOp
 
 if TYPE_CHECKING:
@@ -51,7 +52,11 @@ class RandomMixin:
     """Uniform samples in [0, 1) of `shape` (sizes or one tuple) and float `dtype` (default float32)."""
     shape, dt = shape_arg(*shape), dtypes.default_float if dtype is None else to_dtype(dtype)
     if dt not in _GRID_BITS: raise RuntimeError(f"rand: dtype must be a float dtype ({', '.join(map(str, _GRID_BITS))}), got {dt}")
-    if any(s < 0 for s in shape): raise RuntimeError(f"rand: negative dimension in shape {shape}")
+    if any(isinstance(s, int) and s < 0 for s in shape): raise RuntimeError(f"rand: negative dimension in shape {shape}")
+    if any(isinstance(s, UOp) for s in shape):  # symbolic: drawn at the largest shape, the window of the values now kept
+      out = cls.rand(tuple(sint_max(s) for s in shape), dtype=dt, device=device).shrink(tuple((0, s) for s in shape))
+      out.requires_grad = requires_grad
+      return out
     k = _GRID_BITS[dt]
     wide = dtypes.float64 if dt == dtypes.float64 else dtypes.float32
     out = ((cls._random_bits(math.prod(shape), device) >> (64 - k)).cast(wide) * 2.0 ** -k).cast(dt).reshape(shape)

@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 
 from tinyspec.dtype import DType, dtypes
 from tinyspec.tensor.movement import resolve_dim
+from tinyspec.uop.ops import Ops
+from tinyspec.uop.uop import UOp
 
 if TYPE_CHECKING:
   from tinyspec.tensor.tensor import Tensor
@@ -18,6 +20,11 @@ _CHUNK = 256  # scans longer than 2*_CHUNK run in two stages: an O(n^2) window o
 def _acc(x: Tensor) -> Tensor:
   """x in the dtype its statistics accumulate in: halves sum in float32 (a sum of many halves overflows or loses the small terms)."""
   return x.cast(dtypes.float32) if x.dtype in (dtypes.float16, dtypes.bfloat16) else x
+
+def _count(like: Tensor, n) -> Tensor | int:
+  """A count of elements to divide by: an int, or a symbolic size read as a value of `like`'s dtype (the kernel takes its
+  variable's value at run time)."""
+  return n if isinstance(n, int) else like._new(UOp(Ops.CAST, (n,), like.dtype))
 
 def identity(op: str, dtype: DType) -> bool | int | float:
   """The value that leaves `op` ("sum", "max" or "prod") unchanged: what a scan pads with."""
@@ -34,14 +41,16 @@ class ReduceMixin:
     """The mean over `axis` (all axes if None). Ints and bool give the default float; an empty reduction gives nan."""
     x, axes = self._float(), self._axes(axis)
     # dividing by n = 0 multiplies by inf: an empty mean is 0 * inf = nan, as PyTorch gives
-    return (_acc(x).sum(axes, keepdim=keepdim) / math.prod(self.shape[a] for a in axes)).cast(x.dtype)
+    total = _acc(x).sum(axes, keepdim=keepdim)
+    return (total / _count(total, math.prod(self.shape[a] for a in axes))).cast(x.dtype)
 
   def var(self: Tensor, axis: Axis = None, keepdim: bool = False, correction: int | float = 1) -> Tensor:
     """The variance over `axis`, dividing by n - correction (1: the unbiased estimate, as PyTorch's default)."""
     x, axes = self._float(), self._axes(axis)
     d = _acc(x) - _acc(x).mean(axes, keepdim=True)
     # n - correction <= 0 divides by 0: nan for a zero sum of squares, inf otherwise (PyTorch's answers)
-    return ((d * d).sum(axes, keepdim=keepdim) / max(0, math.prod(self.shape[a] for a in axes) - correction)).cast(x.dtype)
+    squares, n = (d * d).sum(axes, keepdim=keepdim), math.prod(self.shape[a] for a in axes)
+    return (squares / (max(0, n - correction) if isinstance(n, int) else (_count(squares, n) - correction).maximum(0))).cast(x.dtype)
 
   def std(self: Tensor, axis: Axis = None, keepdim: bool = False, correction: int | float = 1) -> Tensor:
     """The standard deviation over `axis`: sqrt of `var` with the same `correction`. Where the variance is 0 the gradient is

@@ -369,7 +369,7 @@ class Tensor(MovementMixin, ReduceMixin, NNMixin, RandomMixin):
     int32 gives int64, as PyTorch's."""
     shape, v = shape_arg(shape), _scalar(fill_value)
     if v is None: raise TypeError(f"full: fill_value must be a number, got {type(fill_value).__name__}")
-    if any(s < 0 for s in shape): raise RuntimeError(f"full: negative dimension in shape {shape}")
+    if any(isinstance(s, int) and s < 0 for s in shape): raise RuntimeError(f"full: negative dimension in shape {shape}")
     dt = to_dtype(dtype) if dtype is not None else dtypes.from_py(v)
     check_bytes(shape, dt.itemsize, "full")
     t = cls._from_uop(broadcast_const(v, dt, shape), _dev(device))

@@ -42,6 +42,24 @@ def sint_prod(xs) -> sint:
   for x in xs: out = out * x if isinstance(out, int) or not isinstance(x, int) else x * out
   return out
 
+def sint_max(x: sint) -> int:
+  """The largest value a size takes: itself, or a symbolic size's upper bound (its variables at their extremes)."""
+  return x if isinstance(x, int) else int(x.vmax)
+
+def sint_value(x: sint) -> int:
+  """A size's value now: itself, or a symbolic size evaluated with its bound variables' values (ValueError for an unbound one)."""
+  if isinstance(x, int): return x
+  return int(x.eval({v: v.bound_value for v in x.toposort() if v.bound_value is not None}))
+
+def bound_values(nodes) -> dict[UOp, int]:
+  """{variable: value} for every bound variable among `nodes` (keyed by the unbound variable); a ValueError names a variable
+  bound to two values (one computation, one value per variable)."""
+  out: dict[UOp, int] = {}
+  for u in nodes:
+    if (v := u.bound_value) is not None and out.setdefault(var := u.unbind(), v) != v:
+      raise ValueError(f"variable {var.arg[0]} is bound to both {out[var]} and {v} in one computation")
+  return out
+
 def _same(a: sint, b: sint) -> bool: return a is b if not isinstance(a, int) or not isinstance(b, int) else a == b
 
 def broadcast_shapes(*shapes: tuple[sint, ...]) -> tuple[sint, ...] | None:

@@ -125,7 +125,9 @@ class UOp:
     return list(seen)
 
   def __repr__(self) -> str:
-    from tinyspec.viz import render_tree
+    from tinyspec.viz import render_size, render_tree
+    if self.op is not Ops.CONST and self.dtype is dtypes.index and self.shape == () and (size := render_size(self)) is not None:
+      return size  # a symbolic size, short enough to read inside a shape
     return render_tree(self, max_lines=12)
 
   # ---- builders ----
@@ -143,6 +145,26 @@ class UOp:
     """A bounded scalar variable: PARAM(shape (), min, max) with arg (name, dtype)."""
     if lo > hi: raise ValueError(f"variable {name}: empty range [{lo}, {hi}]")
     return UOp(Ops.PARAM, (UOp.vec(()), UOp.const(lo, dtype), UOp.const(hi, dtype)), (name, dtype))
+  @property
+  def is_variable(self) -> bool:
+    """A bounded scalar variable (`UOp.variable`), bound to a value or not."""
+    return self.op is Ops.PARAM and len(self.src) == 3 and isinstance(self.arg[0], str)
+  def bind(self, value: int) -> UOp:
+    """This variable standing for `value`: the same PARAM tagged ("bind", value). A bound variable may stand in a Tensor's
+    shape (`Tensor.empty(n.bind(7), 4)`); realize runs the kernels compiled for the unbound variable with the value."""
+    if not self.is_variable: raise TypeError(f"bind: only a variable (UOp.variable) takes a value, not {self.op.name} (arg {self.arg})")
+    if self.tag is not None: raise ValueError(f"bind: variable {self.arg[0]} is already bound to {self.bound_value}")
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not self.vmin <= value <= self.vmax:
+      raise ValueError(f"bind: variable {self.arg[0]} takes an int in [{self.vmin}, {self.vmax}], got {value!r}")
+    return self.replace(tag=("bind", int(value)))
+  @property
+  def bound_value(self) -> int | None:
+    """The value a bound variable stands for; None for anything else."""
+    return self.tag[1] if self.op is Ops.PARAM and type(self.tag) is tuple and self.tag[0] == "bind" else None
+  def unbind(self) -> UOp:
+    """A bound variable's variable (no value)."""
+    return self.replace(tag=None) if self.bound_value is not None else self
+
   @staticmethod
   def range(bound: int | UOp, idx: int, axis_type: AxisType = AxisType.LOOP) -> UOp:
     """A loop index 0..bound-1; `idx` tells ranges of equal bound apart."""
