@@ -30,12 +30,21 @@ def test_fused_reduce_is_one_kernel():
   an, bn, cn = (R.to_numpy(x) for x in (a, b, c))
   np.testing.assert_allclose(run(out), [((an + bn) * cn).sum()], rtol=1e-5)
 
-def test_softmax_is_three_kernels():
+def test_softmax_is_one_kernel_per_row_on_a_cpu_and_three_on_a_gpu():
   xn = rng.standard_normal((4, 8), dtype=np.float32)
   out = softmax_graph(buf(xn))
-  assert n_kernels(out) == 3  # max, sum of exp, divide: both reductions are read through a broadcast
+  # both reductions are read through a broadcast of the innermost axis: a CPU kernel computes them once per row, before
+  # its loop over the row; a GPU lane per element would redo them, so there they are kernels of their own
+  assert n_kernels(out) == 1 and len(rangeify(callify(out), gpu=True).items) == 3
   e = np.exp2(xn - xn.max(1, keepdims=True))
   np.testing.assert_allclose(run(out), e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-6)
+
+def test_reduce_broadcast_over_an_outer_axis_is_a_kernel_of_its_own():
+  xn = rng.standard_normal((5, 7), dtype=np.float32)
+  x = buf(xn)
+  out = x * UOp(Ops.RECIP, (x.reduce(Ops.ADD, (0,)),)).expand(x.shape)  # fused, each row would redo the column sums
+  assert n_kernels(out) == 2
+  np.testing.assert_allclose(run(out), xn / xn.sum(0), rtol=1e-5)
 
 def test_gemm_is_one_kernel():
   an, bn = rng.standard_normal((5, 7), dtype=np.float32), rng.standard_normal((7, 3), dtype=np.float32)
@@ -137,9 +146,20 @@ def test_dtypes_round_trip_through_a_kernel(np_dt):
 def test_reduce_read_by_two_kernels_is_computed_once():
   xn = rng.standard_normal((4, 6), dtype=np.float32)
   s = buf(xn).reduce(Ops.ADD, (1,))
-  a, b = s * 2.0, s + 1.0
+  a, b = s * 2.0, s.permute((1, 0)) + 1.0  # two shapes: two kernels, reading the sum made once
   assert s in find_realized(UOp(Ops.TUPLE, (a, b)))
   assert n_kernels(a, b) == 3
+  out = R.realize(a, b)
+  np.testing.assert_allclose(R.to_numpy(out[0]), xn.sum(1, keepdims=True) * 2, rtol=1e-5)
+  np.testing.assert_allclose(R.to_numpy(out[1]), xn.sum(1, keepdims=True).T + 1, rtol=1e-5)
+
+def test_outputs_of_one_shape_sharing_a_reduce_are_one_kernel():
+  xn = rng.standard_normal((4, 6), dtype=np.float32)
+  s = buf(xn).reduce(Ops.ADD, (1,))
+  a, b = s * 2.0, s + 1.0
+  sched = rangeify(callify(a, b))
+  assert len(sched.items) == 1 and sched.items[0].outputs == 2
+  assert sum(u.op is Ops.REDUCE for u in sched.items[0].ast.toposort()) == 1  # the sum, once for both
   out = R.realize(a, b)
   np.testing.assert_allclose(R.to_numpy(out[0]), xn.sum(1, keepdims=True) * 2, rtol=1e-5)
   np.testing.assert_allclose(R.to_numpy(out[1]), xn.sum(1, keepdims=True) + 1, rtol=1e-5)

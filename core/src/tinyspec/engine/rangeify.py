@@ -4,8 +4,11 @@ Which nodes get a buffer of their own (and so end a kernel):
   - the function's results, CONTIGUOUS, and both sides of a COPY;
   - an assign's STORE (seed 001's STORE + AFTER: `Tensor.assign`), a kernel writing into the argument buffer it names (or a
     view of it); the AFTER over that buffer reads as the buffer once the STORE has run;
-  - a REDUCE read through an EXPAND that really broadcasts (softmax's max and sum): computing it inside its reader
-    would redo the whole reduction once per broadcast element; and a REDUCE read by two or more kernels;
+  - a REDUCE read through an EXPAND that really broadcasts, unless the broadcast axes are the reader's innermost (see
+    `_keeps_rows`) on a device whose kernels loop (not a GPU): computed inside its reader it would be redone once per
+    broadcast element; with the broadcast axes innermost, linearize computes it once per row, before the loops over
+    them, so softmax (max, sum and the divide) and a layernorm are one kernel per row on a CPU;
+  - a REDUCE read by two or more kernels;
   - a PAD of PAD_REALIZE_MIN or more elements from memory, read by a reduction through a broadcasting EXPAND (a padded
     convolution's input, read once per window and output channel): fused, every one of those reads carries the
     padding's validity gate, which keeps the reduction's inner loop from vectorizing (CPU conv2d 20 -> 47 GFLOP/s with
@@ -41,9 +44,10 @@ from tinyspec.uop.uop import UOp
 @dataclass(frozen=True)
 class ScheduleItem:
   """One step of a schedule: a kernel `ast` (a SINK over PARAMs 0..n-1) run on schedule buffers `bufs` (PARAM k is
-  bufs[k], outputs first), or a COPY (`ast` the COPY node) from bufs[1] to bufs[0]."""
+  bufs[k], its `outputs` outputs first), or a COPY (`ast` the COPY node) from bufs[1] to bufs[0]."""
   ast: UOp
   bufs: tuple[int, ...]
+  outputs: int = 1
 
 @dataclass
 class Schedule:
@@ -66,27 +70,63 @@ PAD_REALIZE_MIN = 1 << 16
 costs more than the gates it saves)."""
 
 
-def find_realized(body: UOp) -> set[UOp]:
-  """The nodes of the TUPLE `body` that get their own buffer (see the module docstring)."""
+def _trailing(axes, ndim: int) -> bool:
+  """Whether `axes` are the last len(axes) axes of an ndim-d shape."""
+  return set(axes) == set(range(ndim - len(axes), ndim))
+
+def _keeps_rows(u: UOp) -> bool:
+  """Whether u passes its reader's axes straight down, any it broadcasts or reduces being the innermost: a REDUCE below it,
+  read at index 0 of the broadcast axes, then depends only on the reader's outer axes. Elementwise ops and markers do; an
+  EXPAND of trailing axes; a REDUCE over trailing axes (its loop runs inside the outer ones). Other movement ops reorder
+  or re-index axes: they do not."""
+  if u.op in GroupOp.Elementwise or u.op in GroupOp.Marker or (u.op is Ops.BITCAST and u.shape == u.src[0].shape): return True
+  if u.op is Ops.EXPAND: return _trailing([d for d, (a, b) in enumerate(zip(u.src[0].shape, u.shape)) if a is not b and a != b], u.ndim)
+  if u.op is Ops.REDUCE: return _trailing(u.arg[1], u.ndim)
+  return u.op is Ops.RESHAPE and _squeezes(u.shape, u.src[0].shape)  # adds or drops axes of size 1 only (no loop)
+
+def output_groups(body: UOp) -> dict[UOp, UOp]:
+  """The function's outputs computed together, in one kernel: {output: its group's first output}. Outputs group when they
+  have one shape and device, share a reduction (mean and var of one input: its sum is then computed once, for both), and
+  nothing else in the function reads them (so no kernel has to run between them)."""
+  nodes = body.toposort()
+  read = {s for u in nodes if u is not body for s in u.src}
+  free = [v for v in dict.fromkeys(body.src) if v not in read and v.op not in (Ops.PARAM, Ops.AFTER, Ops.COPY, Ops.STORE)]
+  if len(free) < 2: return {}
+  reduces = {v: {n for n in v.toposort() if n.op is Ops.REDUCE} for v in free}
+  groups: dict[UOp, UOp] = {}
+  for i, v in enumerate(free):
+    if v in groups or not reduces[v]: continue
+    for w in free[i + 1:]:
+      if w not in groups and w.shape == v.shape and w.device == v.device and reduces[v] & reduces[w]: groups[v] = groups[w] = v
+  return groups
+
+def find_realized(body: UOp, gpu: bool = True, groups: dict[UOp, UOp] | None = None) -> set[UOp]:
+  """The nodes of the TUPLE `body` that get their own buffer (see the module docstring); `gpu`: for a device whose kernels
+  run one lane per output element, where every broadcast REDUCE gets a kernel of its own. Outputs in one of `groups`
+  (`output_groups`) count as one kernel reading what they read."""
+  groups = groups or {}
   realized = {v for v in body.src if v.op not in (Ops.PARAM, Ops.AFTER)}
   from_memory: set[UOp] = set()  # the nodes whose value reads a buffer (arange's padded constants do not)
   for u in body.toposort():
     if u.op in (Ops.CONTIGUOUS, Ops.STORE): realized.add(u)
     if u.op is Ops.COPY: realized.update((u, u.src[0]))
     if u.op is Ops.PARAM or any(s in from_memory for s in u.src): from_memory.add(u)
-  # users before sources, carrying which kernels read each node, whether through a broadcast, and whether by a reduction
+  # users before sources, carrying which kernels read each node, whether through a broadcast, whether by a reduction, and
+  # whether some path from its kernel's root reorders axes (so a broadcast REDUCE under it would not be once per row)
   readers: dict[UOp, frozenset[UOp]] = {}
   broadcast: dict[UOp, bool] = {}
   reduced: dict[UOp, bool] = {}
+  reordered: dict[UOp, bool] = {}
   for u in body.toposort()[::-1]:
-    if u.op is Ops.REDUCE and (broadcast.get(u, False) or len(readers.get(u, ())) > 1): realized.add(u)
+    if u.op is Ops.REDUCE and ((broadcast.get(u, False) and (gpu or reordered.get(u, False))) or len(readers.get(u, ())) > 1): realized.add(u)
     if u.op is Ops.PAD and broadcast.get(u, False) and reduced.get(u, False) and u in from_memory and buffer_size(u.shape) >= PAD_REALIZE_MIN:
       realized.add(u)
-    if u in realized: mine, flag, red = frozenset((u,)), False, False
-    else: mine, flag, red = readers.get(u, frozenset()), broadcast.get(u, False), reduced.get(u, False)
-    flag, red = flag or (u.op is Ops.EXPAND and _expands(u)), red or u.op is Ops.REDUCE
+    if u in realized: mine, flag, red, moved = frozenset((groups.get(u, u),)), False, False, False
+    else: mine, flag, red, moved = readers.get(u, frozenset()), broadcast.get(u, False), reduced.get(u, False), reordered.get(u, False)
+    flag, red, moved = flag or (u.op is Ops.EXPAND and _expands(u)), red or u.op is Ops.REDUCE, moved or not _keeps_rows(u)
     for s in u.src:
       readers[s], broadcast[s], reduced[s] = readers.get(s, frozenset()) | mine, broadcast.get(s, False) or flag, reduced.get(s, False) or red
+      reordered[s] = reordered.get(s, False) or moved
   return {u for u in realized if u.op is not Ops.PARAM}  # an argument already has its buffer
 
 
@@ -104,6 +144,20 @@ def flat_index(idxs: tuple[UOp, ...], shape: tuple[int, ...]) -> UOp:
 
 def _unflatten(flat: UOp, shape: tuple[int, ...]) -> tuple[UOp, ...]:
   return tuple(UOp.const(0) if s == 1 else (flat // st) % s for st, s in zip(_strides(shape), shape))
+
+def _unit(s) -> bool: return isinstance(s, int) and s == 1
+
+def _squeezes(shape: tuple, new: tuple) -> bool:
+  """Whether reshaping `shape` to `new` only adds or drops axes of size 1."""
+  return [s for s in shape if not _unit(s)] == [s for s in new if not _unit(s)]
+
+def _reindex(idxs: tuple[UOp, ...], shape: tuple, new: tuple) -> tuple[UOp, ...]:
+  """Index tuple `idxs` of `shape` as an index of the same element in `new` (a reshape). Where the two differ only by axes of
+  size 1 the other indices pass straight through (a keepdim reduce read as its squeezed value is then read at the very
+  index tuple its other readers use, so it is lowered, and computed, once); otherwise flatten and unflatten."""
+  if not _squeezes(shape, new): return _unflatten(flat_index(idxs, shape), new)
+  kept = iter(i for i, s in zip(idxs, shape) if not _unit(s))
+  return tuple(_ZERO if _unit(s) else next(kept) for s in new)
 
 _IDENTITY = {Ops.ADD: 0, Ops.MUL: 1}
 def reduce_identity(op: Ops, dtype: DType) -> UOp:
@@ -166,7 +220,7 @@ class _KernelBuilder:
     src = u.src[0]
     def at(new_idxs, new_valid=valid): return [(src, tuple(new_idxs), new_valid, False)]
     if op in GroupOp.Marker: return at(idxs), same
-    if op is Ops.RESHAPE: return at(_unflatten(flat_index(idxs, u.shape), src.shape)), same
+    if op is Ops.RESHAPE: return at(_reindex(idxs, u.shape, src.shape)), same
     if op is Ops.EXPAND: return at(_ZERO if s == 1 else i for i, s in zip(idxs, src.shape)), same
     if op is Ops.PERMUTE: return at(idxs[u.arg.index(d)] for d in range(src.ndim)), same
     if op is Ops.FLIP: return at(s - 1 - i if f else i for i, s, f in zip(idxs, u.shape, u.arg)), same
@@ -185,16 +239,20 @@ class _KernelBuilder:
       return at(src_idxs), (lambda vs: UOp(Ops.REDUCE, (vs[0], *ranges), (rop, ()))) if ranges else same
     raise NotImplementedError(f"rangeify: {op.name} in a tensor graph (shape {u.shape}, dtype {u.dtype})")
 
-  def kernel(self, u: UOp, out_id: int) -> ScheduleItem:
-    """The kernel computing realized node `u` into schedule buffer `out_id` (for an assign's STORE: into its target)."""
-    target = assign_target(u) if u.op is Ops.STORE else u
-    out = self.param(out_id, buffer_size(target.shape), target.dtype)
-    shape = u.src[1].shape if u.op is Ops.STORE else u.shape
-    idxs = tuple(self.new_range(s, AxisType.LOOP) for s in shape)
+  def kernel(self, us: list[UOp], out_ids: list[int]) -> ScheduleItem:
+    """The kernel computing realized nodes `us` (one, or outputs of one shape: `output_groups`) into schedule buffers
+    `out_ids` (for an assign's STORE: into its target), over one set of output ranges, so what the values share (a
+    reduction) is computed once."""
+    first = us[0]
+    outs = [self.param(b, buffer_size(t.shape), t.dtype) for b, t in zip(out_ids, (assign_target(u) if u.op is Ops.STORE else u for u in us))]
+    idxs = tuple(self.new_range(s, AxisType.LOOP) for s in (first.src[1].shape if first.op is Ops.STORE else first.shape))
     out_ranges = [r for r in idxs if r.op is Ops.RANGE]
-    if u.op is Ops.STORE: address, val = self.store_address(u.src[0], idxs), self.lower(u.src[1], idxs)
-    else: address, val = out.index(flat_index(idxs, u.shape)), self.lower(u.src[0] if u.op is Ops.CONTIGUOUS else u, idxs, root=True)
-    store = UOp(Ops.STORE, (address, val))
+    stores = []
+    for u, out in zip(us, outs):
+      if u.op is Ops.STORE: address, val = self.store_address(u.src[0], idxs), self.lower(u.src[1], idxs)
+      else: address, val = out.index(flat_index(idxs, u.shape)), self.lower(u.src[0] if u.op is Ops.CONTIGUOUS else u, idxs, root=True)
+      stores.append(UOp(Ops.STORE, (address, val)))
+    store = stores[0] if len(stores) == 1 else UOp(Ops.GROUP, tuple(stores))
     ast = UOp.sink(UOp(Ops.END, (store, *reversed(out_ranges))) if out_ranges else store)
     ast = graph_rewrite(ast, sym)
     # simplifying may drop every read of a buffer (x | True): renumber the PARAMs that are left
@@ -202,7 +260,7 @@ class _KernelBuilder:
     if len(used) < len(self.params):
       ast = ast.substitute({p: p.replace(arg=(k, *p.arg[1:])) for k, (_, p) in enumerate(used)})
     verify_between_stages(ast, "kernel")
-    return ScheduleItem(ast, tuple(b for b, _ in used))
+    return ScheduleItem(ast, tuple(b for b, _ in used), len(us))
 
   def store_address(self, view: UOp, idxs: tuple[UOp, ...]) -> UOp:
     """Where an assign writes element `idxs` of `view` (movement ops over its target buffer): the INDEX a read of the buffer
@@ -390,20 +448,27 @@ def rangeify(fn: UOp, gpu: bool = False, threads: int = 1) -> Schedule:
   for u in body.toposort():
     if u.op is Ops.PARAM and isinstance(u.arg[0], int): buffer_of[u] = u.arg[0]
     if u.op is Ops.AFTER: has_assign = True
-  realized = find_realized(body)
+  groups = {} if gpu or has_assign else output_groups(body)  # with an assign, a STORE may have to run between two outputs
+  realized = find_realized(body, gpu, groups)
   if has_assign:
-    if (fixed := _copy_moved_self_reads(body, realized)) is not body: body, realized = fixed, find_realized(fixed)
+    if (fixed := _copy_moved_self_reads(body, realized)) is not body: body, realized = fixed, find_realized(fixed, gpu)
     for u in body.toposort():
       if u.op is Ops.AFTER: buffer_of[u] = buffer_of[base_buffer(u.src[0])]  # reads the buffer as the assign left it
-  for u in (_order(body, realized) if has_assign else [u for u in body.toposort() if u in realized]):
+  order = _order(body, realized) if has_assign else [u for u in body.toposort() if u in realized]
+  members: dict[UOp, list[UOp]] = {}
+  for u in order:
+    if u in groups: members.setdefault(groups[u], []).append(u)
+  at_last = {group[-1]: group for group in members.values()}  # a group's kernel runs where its last output comes in the order
+  for u in order:
     if u.op is Ops.STORE:
       buffer_of[u] = buffer_of[assign_target(u)]
-      sched.items.append(_KernelBuilder(realized, buffer_of).kernel(u, buffer_of[u]))
+      sched.items.append(_KernelBuilder(realized, buffer_of).kernel([u], [buffer_of[u]]))
       continue
     dev = u.device if isinstance(u.device, str) else None
     buffer_of[u] = len(args) + len(sched.buffers)
     sched.buffers.append((buffer_size(u.shape), u.dtype, dev))
     if u.op is Ops.COPY: sched.items.append(ScheduleItem(u, (buffer_of[u], buffer_of[u.src[0]])))
-    else: sched.items.append(_KernelBuilder(realized, buffer_of).kernel(u, buffer_of[u]))
+    elif u not in groups: sched.items.append(_KernelBuilder(realized, buffer_of).kernel([u], [buffer_of[u]]))
+    elif u in at_last: sched.items.append(_KernelBuilder(realized, buffer_of).kernel(at_last[u], [buffer_of[m] for m in at_last[u]]))
   sched.outputs = tuple(buffer_of[v] for v in body.src)
   return sched
