@@ -57,7 +57,7 @@ def test_describe_axes_names_each_axis_by_size_and_letter():
 ])
 def test_split_opts_keep_matmul_exact(opts, upcasting, monkeypatch):
   an, bn, a, b = mats(12, 6, 32)
-  monkeypatch.setattr("tinyspec.engine.realize.optimize", lambda k, r: apply_opts(k, opts))
+  monkeypatch.setattr("tinyspec.engine.kernels.optimize", lambda k, r: apply_opts(k, opts))
   np.testing.assert_allclose((a @ b).numpy(), an @ bn, rtol=1e-5, atol=1e-5)
 
 def test_hand_coded_tiles_a_matmul():
@@ -133,7 +133,7 @@ def test_padto_refuses_a_kernel_dividing_by_a_loaded_integer():
 def run_with(opts, monkeypatch):
   """Kernels on the PYTHON device get exactly `opts` (through the pipeline's optimize, so GPU lowering still follows)."""
   from tinyspec.engine.optimize import optimize
-  monkeypatch.setattr("tinyspec.engine.realize.optimize", lambda k, r: optimize(k, r, opts))
+  monkeypatch.setattr("tinyspec.engine.kernels.optimize", lambda k, r: optimize(k, r, opts))
 
 @pytest.mark.parametrize("opts", [
   [Opt(OptOps.PADTO, 1, 4), Opt(OptOps.SPLIT, 1, (4, U, False))],                         # 7 output columns padded to 8, upcast 4

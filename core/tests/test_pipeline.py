@@ -122,8 +122,10 @@ def test_const_only_graph_goes_to_the_given_device():
   assert out.device == "PYTHON"
   np.testing.assert_array_equal(R.to_numpy(out), [2.5, 2.5, 2.5])
 
+EIGHT_STAGES = ("callify", "rangeify", "optimize", "expand", "isel", "linearize", "memory plan", "render")  # seed 001's, as DEBUG=5 names them
+
 @pytest.mark.parametrize("level,expect", [(1, ["r_3_4", "ms"]), (2, ["MB"]), (3, ["RANGE", "END"]), (4, ["# kernel r_3_4"]),
-                                          (5, ["--- after rangeify", "--- after expand", "--- after isel", "--- after linearize"])])
+                                          (5, [f"--- after {stage} ---" for stage in EIGHT_STAGES])])
 def test_debug_levels(monkeypatch, capsys, level, expect):
   R._kernels.clear(); R._schedules.clear()
   monkeypatch.setenv("DEBUG", str(level))

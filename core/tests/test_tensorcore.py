@@ -6,7 +6,7 @@ import pytest
 from tinyspec import Device, Tensor, dtypes
 from tinyspec.conformance.test_opts import conv3x3
 from tinyspec.engine import realize as R
-from tinyspec.engine import tensorcore
+from tinyspec.engine import kernels, tensorcore
 from tinyspec.engine.callify import callify
 from tinyspec.engine.optimize import Opt, OptError, OptOps, apply_opts, axes, optimize
 from tinyspec.engine.rangeify import rangeify
@@ -31,7 +31,7 @@ def with_tc(monkeypatch):
   def use(tc: TensorCore) -> None:
     monkeypatch.setattr(Device["PYTHON"].renderer, "tensor_cores", (tc,), raising=False)
     def opts(kernel, renderer): return optimize(kernel, renderer, [Opt(OptOps.TC, 0, tc)] if tensorcore.matches(kernel, tc) else [])
-    monkeypatch.setattr(R, "optimize", opts)
+    monkeypatch.setattr(kernels, "optimize", opts)
   saved = (dict(R._kernels), dict(R._schedules))
   R._kernels.clear(); R._schedules.clear()
   yield use

@@ -11,7 +11,7 @@ from helpers import end, f32, load, lower, param, rng, store
 from tinyspec import Device, Tensor
 from tinyspec.cli import main
 from tinyspec.device import CompileError
-from tinyspec.engine import realize
+from tinyspec.engine import kernels, realize
 from tinyspec_cpu.compiler import CPUCompiler
 from tinyspec_cpu.renderer import THREADS_ENV, host, thread_count
 
@@ -67,8 +67,8 @@ def test_same_results_on_one_and_two_threads(monkeypatch):
   for threads in (1, 2):
     monkeypatch.setenv(THREADS_ENV, str(threads))
     monkeypatch.setattr(tinyspec_cpu.renderer, "MIN_WORK_PER_THREAD", 1000)
-    monkeypatch.setattr(realize, "_kernels", realize.LRU("TINYSPEC_KERNEL_CACHE", 1024))  # compile again for the new runtime
-    monkeypatch.setattr(realize, "_schedules", realize.LRU("TINYSPEC_SCHEDULE_CACHE", 512))
+    monkeypatch.setattr(kernels, "_kernels", kernels.LRU("TINYSPEC_KERNEL_CACHE", 1024))  # compile again for the new runtime
+    monkeypatch.setattr(realize, "_schedules", kernels.LRU("TINYSPEC_SCHEDULE_CACHE", 512))
     monkeypatch.setattr(Device, "_opened", {})
     assert Device["CPU"].threads == threads
     a, b = Tensor(x, device="CPU"), Tensor(y, device="CPU")

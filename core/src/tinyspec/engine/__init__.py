@@ -1,2 +1,2 @@
-"""The lowering pipeline of seed 001, one module per stage in order: callify, rangeify, expand, isel, linearize, memplan;
-`realize` drives it and runs the kernels."""
+"""The lowering pipeline of seed 001, one module per stage in order: callify, rangeify, optimize, expand, isel, linearize,
+memplan; `realize` drives it (with `kernels` compiling one kernel, `run` running a schedule, `buffers` keeping memory)."""

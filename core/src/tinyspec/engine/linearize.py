@@ -20,7 +20,7 @@ from tinyspec.dtype import AddrSpace
 from tinyspec.engine.rangeify import reduce_identity
 from tinyspec.uop.ops import Ops
 from tinyspec.uop.rewrite import PatternMatcher, UPat, graph_rewrite
-from tinyspec.uop.spec import accumulation, verify_between_stages
+from tinyspec.uop.spec import accumulation
 from tinyspec.uop.uop import UOp
 
 _ZERO = UOp.const(0)
@@ -150,6 +150,4 @@ def linearize(kernel: UOp) -> UOp:
     for i in inits.get(best, ()):
       if i in deferred: deferred.remove(i); emit(i)
     emit(best); open_.append(best)
-  linear = UOp(Ops.LINEAR, tuple(out))
-  verify_between_stages(linear, "linear")
-  return linear
+  return UOp(Ops.LINEAR, tuple(out))

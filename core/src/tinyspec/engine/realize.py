@@ -1,68 +1,41 @@
-"""Realize: run the pipeline on Tensor graphs and execute the result.
+"""Realize: run the pipeline on Tensor graphs and execute the result. This module drives; each concern has its own:
 
-    callify -> rangeify -> (per kernel) optimize -> expand -> isel -> linearize -> render -> compile;  memory plan -> run
+    callify -> rangeify -> pack -> (per kernel, kernels.py) optimize -> expand -> isel -> linearize -> render -> compile
+    -> memory plan -> run (run.py);  buffers.py keeps the BUFFER UOp -> device Buffer map
 
 A realized value is a BUFFER UOp backed by a device `Buffer`. The schedule cache maps callify's TUPLE body (the same UOp
 whenever the same computation runs on other data of the same shapes) to the compiled steps, so a repeated computation
 skips every stage and only runs; kernels are also cached on their own by (device, kernel graph).
 DEBUG=1 prints each kernel's name and time, 2 adds its buffers and the memory in use, 3 its UOp listing, 4 its source,
-5 the graph after every stage."""
+5 the output of each of seed 001's eight stages (callify, rangeify, optimize, expand, isel, linearize, memory plan, render).
+Device names are canonical from where they enter (Tensor, Buffer, the `device` given here): nothing below renames them."""
 from __future__ import annotations
 
-import contextlib
-import itertools
 import math
-import os
-import threading
 import weakref
-from collections import OrderedDict
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
-from tinyspec.device import Device, DeviceError
+from tinyspec.device import Device
 from tinyspec.device.compiler import debug_level
-from tinyspec.device.memory import Buffer, buffer_np_dtype
-from tinyspec.dtype import DType, PtrDType, dtypes
-from tinyspec.engine import multi, search
+from tinyspec.engine import multi
+from tinyspec.engine.buffers import _buffers, _realized_views, _slots, buffer_of, buffer_uop, from_numpy, is_realized, new_buffer
 from tinyspec.engine.callify import callify, inline, inline_calls, outside_bodies, resolve_calls
-from tinyspec.engine.lower import kernel_name, render_kernel, show
+from tinyspec.engine.kernels import LRU, CompiledKernel, compile_kernel, stats
+from tinyspec.engine.kernels import _kernels as _kernels  # the kernel cache, beside the schedule cache here (tests clear both)
+from tinyspec.engine.lower import show, show_text
 from tinyspec.engine.memplan import memory_plan
-from tinyspec.engine.optimize import describe_axes, is_gpu, no_opts, optimize
+from tinyspec.engine.optimize import is_gpu
 from tinyspec.engine.pack import pack_operands
-from tinyspec.engine.rangeify import Schedule, buffer_size, rangeify
+from tinyspec.engine.rangeify import rangeify
+from tinyspec.engine.run import CompiledSchedule, CopyStep, KernelStep, capture, run_schedule
 from tinyspec.uop.ops import Ops
 from tinyspec.uop.properties import bound_values, sint_value
 from tinyspec.uop.spec import verify_between_stages
 from tinyspec.uop.uop import UOp
 
-_slots = itertools.count()
-_buffers: weakref.WeakKeyDictionary[UOp, Buffer] = weakref.WeakKeyDictionary()
-
-DEBUG = debug_level
-
-# ---- buffers ----
-
-def buffer_uop(shape: tuple[int, ...], buf: Buffer) -> UOp:
-  """A new BUFFER UOp of `shape` backed by `buf`."""
-  u = UOp.buffer(tuple(shape), buf.dtype, buf.device, next(_slots))
-  _buffers[u] = buf
-  return u
-
-def buffer_of(u: UOp) -> Buffer:
-  """The device Buffer behind a BUFFER UOp."""
-  return _buffers[u]
-
-def new_buffer(shape: tuple, dtype: DType, device: str) -> UOp:
-  """A fresh BUFFER UOp with storage (contents undefined until written); a symbolic shape gets room for its largest value."""
-  return buffer_uop(shape, Buffer(device, buffer_size(shape), dtype).allocate())
-
-def from_numpy(arr: np.ndarray, dtype: DType, device: str) -> UOp:
-  """A new BUFFER UOp holding a copy of `arr` converted to `dtype`."""
-  arr = np.asarray(arr)
-  return buffer_uop(arr.shape, Buffer(device, arr.size, dtype).copyin(np.ascontiguousarray(arr, buffer_np_dtype(dtype))))
+__all__ = ["CompiledKernel", "CompiledSchedule", "CopyStep", "KernelStep", "buffer_of", "buffer_uop", "capture", "compile_kernel",
+           "from_numpy", "is_realized", "new_buffer", "realize", "stats", "to_numpy"]
 
 def to_numpy(buf: UOp) -> np.ndarray:
   """A copy of a realized value's contents (a BUFFER, or a value on several devices, gathered), shaped as the value."""
@@ -71,175 +44,31 @@ def to_numpy(buf: UOp) -> np.ndarray:
   shape = tuple(sint_value(s) for s in buf.shape)  # a symbolic shape: its value now, the first elements of the buffer
   return _buffers[buf].numpy()[:math.prod(shape)].reshape(shape)
 
-_realized_views: weakref.WeakSet[UOp] = weakref.WeakSet()
-
-def is_realized(u: UOp) -> bool:
-  """A BUFFER, or the form realize gives a value on several devices (a view of a BUFFER over them)."""
-  return u.op is Ops.BUFFER or u in _realized_views
-
-# ---- kernels ----
-
-@dataclass(frozen=True)
-class CompiledKernel:
-  """One kernel lowered, rendered and loaded on a device."""
-  name: str
-  program: Any
-  linear: UOp
-  source: str
-  global_size: tuple[int, ...] | None = None
-  local_size: tuple[int, ...] | None = None
-  variables: tuple[str, ...] = ()  # the names of the variables it takes, in the order its `vals` come (by name)
-
-class LRU(OrderedDict):
-  """A dict that keeps at most `$env` (else `default`) entries, forgetting the least recently used; `get` and `put` are safe
-  from several threads. Bounds the in-process caches, which would otherwise keep every kernel and schedule ever compiled
-  (and their device code)."""
-  def __init__(self, env: str, default: int):
-    super().__init__()
-    self.env, self.default, self.lock = env, default, threading.Lock()
-  @property
-  def maxsize(self) -> int: return max(1, int(os.environ.get(self.env, "") or self.default))
-  def get(self, key, default=None):
-    with self.lock:
-      if (value := super().get(key)) is None: return default
-      self.move_to_end(key)
-      return value
-  def put(self, key, value):
-    with self.lock:
-      self[key] = value
-      self.move_to_end(key)
-      while len(self) > self.maxsize: self.popitem(last=False)
-    return value
-
-_kernels = LRU("TINYSPEC_KERNEL_CACHE", 1024)
-stats = {"kernels_compiled": 0, "schedules_built": 0, "kernels_run": 0}
-
-def _check_dtypes(ast: UOp, device: str, renderer) -> None:
-  """Refuse, before any lowering, a kernel whose values have a dtype the device's renderer does not declare."""
-  used = {u.dtype.base if isinstance(u.dtype, PtrDType) else u.dtype.scalar() for u in ast.toposort()}
-  if missing := sorted(d.name for d in used - renderer.supported_dtypes if d not in (dtypes.index, dtypes.void)):
-    have = ", ".join(sorted(d.name for d in renderer.supported_dtypes))
-    raise DeviceError(f"{device} does not support {' and '.join(missing)} (its dtypes: {have})")
-
-def compile_kernel(ast: UOp, device: str) -> CompiledKernel:
-  """Lower one kernel for `device`: optimize (with BEAM=n, the opts search found), expand, isel, linearize, render, compile,
-  load (cached per device, kernel and beam width)."""
-  width = 0 if no_opts() else search.beam_width()
-  if (done := _kernels.get(key := (device, ast, width))) is not None: return done
-  rt = Device[device]
-  show("rangeify", ast)
-  _check_dtypes(ast, device, rt.renderer)
-  ast = optimize(ast, rt.renderer) if not width else optimize(ast, rt.renderer, search.beam_opts(ast, device, width))
-  show("optimize", ast)
-  if DEBUG() >= 2: print(f"    {kernel_name(ast)} on {device}: {describe_axes(ast)}")
-  k = render_kernel(ast, rt.renderer)
-  program = rt.program(k.name, rt.compiler.compile_cached(k.source, k.name))
-  variables = tuple(sorted(u.arg[0] for u in k.linear.src if u.is_variable))
-  out = _kernels.put(key, CompiledKernel(k.name, program, k.linear, k.source, k.global_size, k.local_size, variables))
-  stats["kernels_compiled"] += 1
-  return out
-
 # ---- schedules ----
-
-@dataclass(frozen=True)
-class KernelStep:
-  """Run `kernel` on `device` over schedule buffers `buffers` (in the kernel's parameter order, output first)."""
-  kernel: CompiledKernel
-  device: str
-  buffers: tuple[int, ...]
-  @property
-  def empty(self) -> bool:
-    """An empty grid: nothing to compute (and GPUs refuse to launch one)."""
-    return self.kernel.global_size is not None and 0 in self.kernel.global_size
-
-@dataclass(frozen=True)
-class CopyStep:
-  """Copy schedule buffer buffers[1] into buffers[0] (on `device`)."""
-  device: str
-  buffers: tuple[int, int]
-
-@dataclass(frozen=True)
-class CompiledSchedule:
-  """A function's steps, ready to run."""
-  sched: Schedule
-  steps: tuple[KernelStep | CopyStep, ...]
-  home: tuple[int, ...]
-  devices: tuple[str, ...]   # per non-argument buffer
 
 _schedules = LRU("TINYSPEC_SCHEDULE_CACHE", 512)
 
 def _compile_schedule(fn: UOp, device: str) -> CompiledSchedule:
+  """The steps of callify's FUNCTION `fn`: rangeify, pack, compile each kernel, plan memory. Values whose graph names no
+  device go to `device`."""
   sched = rangeify(fn, gpu=is_gpu(r := Device[device].renderer), threads=r.threads)
-  arg_devices = [Device.canonicalize(a.device) for a in fn.src[1:]]
-  dev_of = arg_devices + [Device.canonicalize(d or device) for _, _, d in sched.buffers]
+  arg_devices = [a.device for a in fn.src[1:]]
+  def devices_of(sched) -> list[str]: return arg_devices + [d or device for _, _, d in sched.buffers]
+  dev_of = devices_of(sched)
   sched = pack_operands(sched, lambda item: (Device[dev_of[item.bufs[0]]].renderer.pack_width, dev_of[item.bufs[0]]))
-  devices = tuple(Device.canonicalize(d or device) for _, _, d in sched.buffers)
-  dev_of = arg_devices + list(devices)
+  dev_of = devices_of(sched)  # with the buffers packing added
   steps = []
   for item in sched.items:
     dev = dev_of[item.bufs[0]]
     if item.ast.op is Ops.COPY: steps.append(CopyStep(dev, item.bufs))
-    else: steps.append(KernelStep(compile_kernel(item.ast, dev), dev, item.bufs))
+    else: steps.append(KernelStep(compile_kernel(item.ast, dev), dev, item.bufs, item.outputs))
+  home = memory_plan(sched)
+  def plan() -> str:
+    return "\n".join(f"  buffer {b}: {size} x {dtype.name} on {dev_of[b]}" + (f", in buffer {home[b]}'s memory" if home[b] != b else "")
+                     for b, (size, dtype, _) in enumerate(sched.buffers, sched.n_args))
+  show_text("memory plan", plan)
   stats["schedules_built"] += 1
-  return CompiledSchedule(sched, tuple(steps), tuple(memory_plan(sched)), devices)
-
-_lock = threading.Lock()
-_workers: dict[str, ThreadPoolExecutor] = {}
-
-def _step(step: KernelStep | CopyStep, bufs: list[Buffer], debug: int, var_vals: dict[str, int]) -> None:
-  ids = step.buffers
-  if isinstance(step, CopyStep): bufs[ids[0]].copyin(bufs[ids[1]].numpy()); return
-  if step.empty: return
-  k = step.kernel
-  vals = tuple(var_vals[name] for name in k.variables) if k.variables else ()
-  t = k.program(*(bufs[i].handle for i in ids), global_size=k.global_size, local_size=k.local_size, vals=vals, wait=debug >= 1)
-  with _lock: stats["kernels_run"] += 1; count = stats["kernels_run"]
-  if debug >= 1:
-    print(f"*** {step.device:10s} {count:5d} {k.name:24s} {t * 1e3:9.3f} ms" +
-          (f"  bufs {[bufs[i].size for i in ids]}  {sum(bufs[i].nbytes for i in set(ids)) / 1e6:.3f} MB" if debug >= 2 else ""))
-
-def _after(deps: list[Future], *step) -> None:
-  for d in deps: d.result()
-  _step(*step)
-
-_recording = threading.local()
-
-@contextlib.contextmanager
-def capture():
-  """Record every schedule this thread runs while the block runs, as (its steps, the buffers they ran on, its variables'
-  values by name): what TinyJit replays. Yields the list the records are appended to."""
-  if getattr(_recording, "steps", None) is not None: raise RuntimeError("capture: already capturing in this thread (a TinyJit inside another)")
-  _recording.steps = records = []
-  try: yield records
-  finally: _recording.steps = None
-
-def _run(cs: CompiledSchedule, args: list[Buffer], var_vals: dict[str, int] | None = None) -> list[Buffer]:
-  """Allocate the schedule's buffers and run its steps (with `var_vals`, the values by name of the variables in symbolic
-  shapes). Steps on one device run in order; with several devices each has a worker thread, and a step waits only for the
-  steps that write what it reads (or read what it overwrites), so work on different devices runs at the same time."""
-  sched, n = cs.sched, cs.sched.n_args
-  bufs: list[Buffer | None] = list(args) + [None] * len(sched.buffers)
-  for i, (size, dtype, _) in enumerate(sched.buffers):
-    b = n + i
-    bufs[b] = bufs[cs.home[b]] if cs.home[b] != b else Buffer(cs.devices[i], size, dtype).allocate()
-  debug, var_vals = DEBUG(), var_vals or {}
-  if (records := getattr(_recording, "steps", None)) is not None: records.append((cs.steps, bufs, var_vals))
-  if len({step.device for step in cs.steps}) <= 1:
-    for step in cs.steps: _step(step, bufs, debug, var_vals)
-    return bufs  # type: ignore[return-value]
-  writer: dict[int, Future] = {}
-  readers: dict[int, list[Future]] = {}
-  running = []
-  for step in cs.steps:
-    ids, dev = step.buffers, step.device
-    out, ins = id(bufs[ids[0]]), {id(bufs[i]) for i in ids[1:]}
-    deps = [writer[b] for b in ins if b in writer] + readers.get(out, []) + ([writer[out]] if out in writer else [])
-    if dev not in _workers: _workers[dev] = ThreadPoolExecutor(1, thread_name_prefix=f"tinyspec-{dev}")
-    running.append(fut := _workers[dev].submit(_after, deps, step, bufs, debug, var_vals))
-    writer[out], readers[out] = fut, []
-    for b in ins: readers.setdefault(b, []).append(fut)
-  for fut in running: fut.result()
-  return bufs  # type: ignore[return-value]
+  return CompiledSchedule(sched, tuple(steps), tuple(home), tuple(dev_of[sched.n_args:]))
 
 # ---- calls: the FUNCTIONs @function makes ----
 
@@ -271,8 +100,8 @@ def _call(orig: UOp, fn: UOp, i: int, device: str) -> UOp:
   call = UOp(Ops.CALL, (body, *args))
   verify_between_stages(call, "tensor")
   if (cs := _schedules.get(key := (body, device))) is None: cs = _schedules.put(key, _compile_schedule(call, device))
-  if DEBUG() >= 1: print(f"*** {device:10s}  call {call_names.get(orig, 'function')}  ({len(args)} args, {len(cs.steps)} steps)")
-  bufs = _run(cs, [_buffers[a] for a in args])
+  if debug_level() >= 1: print(f"*** {device:10s}  call {call_names.get(orig, 'function')}  ({len(args)} args, {len(cs.steps)} steps)")
+  bufs = run_schedule(cs, [_buffers[a] for a in args])
   done = _call_results[orig] = tuple(buffer_uop(v.shape, bufs[o]) if o >= len(args) else args[o] for v, o in zip(body.src, cs.sched.outputs))
   return done[i]
 
@@ -302,13 +131,14 @@ def realize(*uops: UOp, device: str | tuple[str, ...] | None = None) -> tuple[UO
   if any(type(n.arg[2]) is tuple if n.op is Ops.BUFFER else n.op is Ops.COPY and type(n.arg) is tuple for n in nodes):
     return _realize_multi(uops, device)
   fn, var_vals = callify(*todo, nodes=nodes), None
+  show("callify", fn)
   if Ops.PARAM in ops and (bound := [n for n in nodes if n.bound_value is not None]):
     # symbolic shapes: the function body speaks of the unbound variables (one schedule, one compile for every value), and
     # the values go to the kernels at run time
     var_vals = {v.arg[0]: x for v, x in bound_values(bound).items()}
     fn = fn.replace(src=(fn.src[0].substitute({b: b.unbind() for b in bound}), *fn.src[1:]))
   if (cs := _schedules.get(key := (fn.src[0], device))) is None: cs = _schedules.put(key, _compile_schedule(fn, device))
-  bufs = _run(cs, [_buffers[a] for a in fn.src[1:]], var_vals)
+  bufs = run_schedule(cs, [_buffers[a] for a in fn.src[1:]], var_vals)
   results = iter(buffer_uop(u.shape, bufs[o]) if o >= cs.sched.n_args else fn.src[1 + o] for u, o in zip(todo, cs.sched.outputs))
   return tuple(u if u.op is Ops.BUFFER else next(results) for u in uops)
 
