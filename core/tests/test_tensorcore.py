@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 from tinyspec import Device, Tensor, dtypes
 from tinyspec.conformance.test_opts import conv3x3
-from tinyspec.engine import realize as R
 from tinyspec.engine import kernels, tensorcore
+from tinyspec.engine import realize as R
 from tinyspec.engine.callify import callify
 from tinyspec.engine.optimize import Opt, OptError, OptOps, apply_opts, axes, optimize
 from tinyspec.engine.rangeify import rangeify

@@ -16,8 +16,8 @@ import pytest
 
 from tinyspec import Device, Tensor, dtypes
 from tinyspec.conformance.support import check, data
+from tinyspec.engine import kernels, realize, tensorcore
 from tinyspec.engine import optimize as O
-from tinyspec.engine import realize, tensorcore
 from tinyspec.renderer import Renderer
 from tinyspec.uop.ops import AxisType
 from tinyspec.uop.uop import UOp
@@ -94,16 +94,16 @@ def random_opts(kernel: UOp, renderer: Renderer, r: random.Random, tries: int = 
 def opts_per_kernel(seed: int, chosen: list) -> Iterator[None]:
   """Within, every kernel compiled gets random_opts seeded by `seed` and its order; (kernel name, opts) go to `chosen`.
   The in-process caches are emptied before and after, so no kernel compiled here is reused elsewhere."""
-  saved, r = realize.optimize, random.Random(seed)
+  saved, r = kernels.optimize, random.Random(seed)
   def choose(kernel: UOp, renderer: Renderer) -> UOp:
     opts = random_opts(kernel, renderer, r)
     chosen.append(opts)
     return O.optimize(kernel, renderer, opts)
   realize._kernels.clear(); realize._schedules.clear()
-  realize.optimize = choose
+  kernels.optimize = choose
   try: yield
   finally:
-    realize.optimize = saved
+    kernels.optimize = saved
     realize._kernels.clear(); realize._schedules.clear()
 
 def run_program(dev: str, name: str, seed: int) -> None:

@@ -12,8 +12,8 @@ import pytest
 
 from tinyspec import Device, Tensor, dtypes
 from tinyspec.conformance.support import check, data
+from tinyspec.engine import kernels, realize
 from tinyspec.engine import optimize as O
-from tinyspec.engine import realize
 from tinyspec.engine.isel import vector_width
 from tinyspec.renderer import Renderer
 from tinyspec.uop import AxisType, Ops, UOp
@@ -23,13 +23,13 @@ from tinyspec.uop import AxisType, Ops, UOp
 def compiled(opts: Callable[[UOp, Renderer], list[O.Opt]] | None = None) -> Iterator[list[realize.CompiledKernel]]:
   """Within, kernels compile afresh (with `opts(kernel, renderer)` where given, else the optimizer's own); the list it
   yields holds them once the block is done. The in-process caches are emptied before and after."""
-  saved, out = realize.optimize, []
-  if opts is not None: realize.optimize = lambda kernel, renderer: O.optimize(kernel, renderer, opts(kernel, renderer))
+  saved, out = kernels.optimize, []
+  if opts is not None: kernels.optimize = lambda kernel, renderer: O.optimize(kernel, renderer, opts(kernel, renderer))
   realize._kernels.clear(); realize._schedules.clear()
   try: yield out
   finally:
     out.extend(realize._kernels.values())
-    realize.optimize = saved
+    kernels.optimize = saved
     realize._kernels.clear(); realize._schedules.clear()
 
 def elementwise_and_matmul(dev: str) -> tuple[realize.CompiledKernel, realize.CompiledKernel]:

@@ -88,6 +88,8 @@ pm_lanes = PatternMatcher([
   (UPat(Ops.STACK, name="v"), _same_vector),       # STACK(v[0], v[1], ..., v[n-1]) -> v: a vector copied as it is
 ])
 
+pm_lanes_folded = pm_lanes + pm_fold_consts  # the copies' arithmetic on constants folds (composed once: composing compiles the rules)
+
 def expand(kernel: UOp) -> UOp:
   """The kernel with its UPCAST and UNROLL ranges expanded."""
-  return graph_rewrite(graph_rewrite(kernel, pm_expand), pm_lanes + pm_fold_consts)  # the copies' arithmetic on constants folds
+  return graph_rewrite(graph_rewrite(kernel, pm_expand), pm_lanes_folded)
