@@ -257,3 +257,28 @@ class NNMixin:
     elif running_mean is None or running_var is None: raise RuntimeError("batch_norm: running_mean and running_var are needed when not training")
     else: mean, var = running_mean, running_var
     return self._float().batchnorm(weight, bias, mean, (var + eps).rsqrt())
+
+  # ---- attention and dropout ----
+  def scaled_dot_product_attention(self: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None, dropout_p: float = 0.0,
+                                   is_causal: bool = False, scale: float | None = None) -> Tensor:
+    """softmax(q k^T * scale + mask) v with `self` the query (..., L, E), key (..., S, E), value (..., S, Ev), as PyTorch's
+    F.scaled_dot_product_attention: a bool mask keeps where true, a float mask is added; is_causal keeps the lower
+    triangle; scale defaults to 1/sqrt(E). A row with every position masked gives 0 (PyTorch's answer), not nan."""
+    if is_causal and attn_mask is not None: raise ValueError("scaled_dot_product_attention: give attn_mask or is_causal, not both")
+    q = self._float()
+    L, S = q.shape[-2], key.shape[-2]
+    att = (q @ key.transpose(-2, -1)) * (1 / math.sqrt(q.shape[-1]) if scale is None else scale)
+    if is_causal: attn_mask = type(self).ones(L, S, dtype=dtypes.bool, device=self.device).tril()
+    if attn_mask is not None:
+      att = att.masked_fill(attn_mask.logical_not(), -math.inf) if attn_mask.dtype == dtypes.bool else att + attn_mask
+    empty = att.max(-1, keepdim=True) == -math.inf  # softmax of a row of -inf is nan: it gets zeros, from a finite row
+    att = empty.where(0.0, empty.where(0.0, att).softmax(-1))
+    return att.dropout(dropout_p) @ value
+  def dropout(self: Tensor, p: float = 0.5) -> Tensor:
+    """Each element zeroed with probability p and the rest scaled by 1/(1-p), under `Tensor.train()` only (as nn.Dropout in
+    training mode); outside training, the tensor itself."""
+    if not 0.0 <= p <= 1.0: raise ValueError(f"dropout: p must be in [0, 1], got {p}")
+    if not type(self).training or p == 0: return self
+    if p == 1: return self * 0
+    return (type(self).rand(*self.shape, device=self.device) >= p).where(self / (1 - p), 0.0)
+

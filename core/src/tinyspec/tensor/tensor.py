@@ -31,8 +31,10 @@ from tinyspec.engine import multi
 from tinyspec.engine import realize as engine
 from tinyspec.engine import transcendental as T
 from tinyspec.gradient import compute_gradient, grad_path
+from tinyspec.tensor.losses import LossMixin
 from tinyspec.tensor.movement import MovementMixin, broadcast_const, broadcast_shape, check_bytes, resolve_dim, shape_arg
 from tinyspec.tensor.nn import NNMixin
+from tinyspec.tensor.pointwise import PointwiseMixin
 from tinyspec.tensor.random import RandomMixin
 from tinyspec.tensor.reduce import ReduceMixin
 from tinyspec.uop.ops import GroupOp, Ops
@@ -127,7 +129,7 @@ def _moved(uop: UOp, device: str | tuple[str, ...]) -> UOp:
   return multi.replicate(uop, device) if isinstance(device, tuple) else UOp(Ops.COPY, (uop,), device)
 
 
-class Tensor(MovementMixin, ReduceMixin, NNMixin, RandomMixin):
+class Tensor(MovementMixin, ReduceMixin, PointwiseMixin, NNMixin, LossMixin, RandomMixin):
   """A lazy n-dimensional array on a device. `Tensor(data, device=None, dtype=None)` takes a Python number, nested
   lists, a numpy array (its dtype kept), another Tensor or a UOp."""
   __hash__ = object.__hash__  # == is elementwise, so a Tensor hashes by identity
@@ -721,10 +723,6 @@ class Tensor(MovementMixin, ReduceMixin, NNMixin, RandomMixin):
   def tanh(self) -> Tensor: return self._math(lambda x: 2 * (2 * x).sigmoid() - 1)
   def silu(self) -> Tensor: return self * self.sigmoid()
   swish = silu
-  def gelu(self) -> Tensor:
-    """The tanh approximation 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3))), as tinygrad (PyTorch's gelu(approximate='tanh'))."""
-    x = self._float()
-    return 0.5 * x * (1 + (math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)).tanh())
   def softplus(self, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
     """log(1 + exp(beta x)) / beta, and x itself where beta x > threshold (as PyTorch), computed as
     (max(bx, 0) + log(1 + exp(-|bx|))) / beta with both kinks on the same side of 0, so the slope at 0 is 1/2."""

@@ -1,0 +1,106 @@
+"""Loss functions with PyTorch's names and semantics (torch.nn.functional), and tinygrad's names for the same losses.
+`self` is the prediction; each takes `reduction` "mean", "sum" or "none"."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tinyspec.dtype import dtypes
+
+if TYPE_CHECKING:
+  from tinyspec.tensor.tensor import Tensor
+
+REDUCTIONS = ("mean", "sum", "none")
+
+
+def _reduced(loss: Tensor, reduction: str, weight_sum: Tensor | None = None) -> Tensor:
+  """The per-element loss reduced: its sum, its mean (over `weight_sum` where given: a weighted mean), or as it is."""
+  if reduction == "none": return loss
+  if reduction == "sum": return loss.sum()
+  return loss.sum() / weight_sum if weight_sum is not None else loss.mean()
+
+def _check(reduction: str, what: str) -> None:
+  if reduction not in REDUCTIONS: raise ValueError(f"{what}: reduction must be one of {REDUCTIONS}, got {reduction!r}")
+
+
+class LossMixin:
+  """Losses for Tensor."""
+
+  def _class_mask(self: Tensor, target: Tensor, ignore_index: int) -> tuple[Tensor, Tensor]:
+    """(one-hot of `target` along the class axis 1 of self's shape, the targets that count): class-index targets of shape
+    (N, d...) for an input (N, C, d...), or () for (C,)."""
+    if dtypes.is_float(target.dtype) or target.dtype == dtypes.bool:
+      raise TypeError(f"class-index targets must be integers, got {target.dtype}")
+    batched = self.ndim >= 2
+    want = (self.shape[0], *self.shape[2:]) if batched else ()
+    if target.shape != want: raise ValueError(f"targets of shape {target.shape} for an input of shape {self.shape}: expected {want}")
+    c = self.shape[1] if batched else self.shape[0]
+    classes = type(self).arange(c, dtype=target.dtype, device=self.device)
+    if batched: classes = classes.reshape((1, c) + (1,) * (self.ndim - 2))
+    t = target.unsqueeze(1) if batched else target
+    valid = target != ignore_index
+    return (t == classes) & (valid.unsqueeze(1) if batched else valid), valid
+
+  def nll_loss(self: Tensor, target: Tensor, weight: Tensor | None = None, ignore_index: int = -100, reduction: str = "mean") -> Tensor:
+    """-input[target] from log-probabilities of shape (N, C, d...) (or (C,)) and class indices; `weight` (C,) scales each
+    class, and the mean is over the weights of the targets that count (`ignore_index` counts for nothing)."""
+    _check(reduction, "nll_loss")
+    onehot, valid = self._class_mask(target, ignore_index)
+    axis = 1 if self.ndim >= 2 else 0
+    w = None if weight is None else weight.reshape((1, -1) + (1,) * (self.ndim - 2)) if self.ndim >= 2 else weight
+    picked = onehot.where(self if w is None else self * w, 0.0).sum(axis)
+    counted = valid.cast(self.dtype) if w is None else onehot.where(w, 0.0).sum(axis)
+    return _reduced(-picked, reduction, counted.sum())
+
+  def cross_entropy(self: Tensor, target: Tensor, weight: Tensor | None = None, ignore_index: int = -100, reduction: str = "mean",
+                    label_smoothing: float = 0.0) -> Tensor:
+    """Cross entropy from logits (N, C, d...) (or (C,)) against class indices (N, d...), or class probabilities of the
+    input's shape. label_smoothing e mixes the target with the uniform distribution: (1 - e) nll + e mean_c(-w_c logp_c)."""
+    _check(reduction, "cross_entropy")
+    if not 0.0 <= label_smoothing <= 1.0: raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
+    axis = 1 if self.ndim >= 2 else 0
+    logp = self.log_softmax(axis)
+    c = self.shape[axis]
+    w = None if weight is None else weight.reshape((1, -1) + (1,) * (self.ndim - 2)) if self.ndim >= 2 else weight
+    if dtypes.is_float(target.dtype):  # class probabilities
+      if target.shape != self.shape: raise ValueError(f"cross_entropy: probabilities of shape {target.shape} for logits of shape {self.shape}")
+      p = target * (1 - label_smoothing) + label_smoothing / c
+      loss = -(p * logp if w is None else p * logp * w).sum(axis)
+      return _reduced(loss, reduction)
+    onehot, valid = self._class_mask(target, ignore_index)
+    weighted = logp if w is None else logp * w
+    nll = -onehot.where(weighted, 0.0).sum(axis)
+    counted = valid.cast(logp.dtype) if w is None else onehot.where(w, 0.0).sum(axis)
+    if label_smoothing:
+      smooth = -valid.where(weighted.sum(axis), 0.0) / c
+      nll = nll * (1 - label_smoothing) + smooth * label_smoothing
+    return _reduced(nll, reduction, counted.sum())
+
+  def binary_cross_entropy(self: Tensor, target: Tensor, weight: Tensor | None = None, reduction: str = "mean") -> Tensor:
+    """-(t log p + (1 - t) log(1 - p)) for probabilities p; each log is at least -100, as PyTorch."""
+    _check(reduction, "binary_cross_entropy")
+    p = self._float()
+    loss = -(target * p.log().maximum(-100.0) + (1 - target) * (1 - p).log().maximum(-100.0))
+    return _reduced(loss if weight is None else loss * weight, reduction)
+
+  def binary_cross_entropy_with_logits(self: Tensor, target: Tensor, weight: Tensor | None = None, reduction: str = "mean",
+                                       pos_weight: Tensor | None = None) -> Tensor:
+    """binary_cross_entropy of sigmoid(x), computed stably: (1 - t) x + (1 + (pw - 1) t) softplus(-x); `pos_weight` pw
+    weighs the positive term."""
+    _check(reduction, "binary_cross_entropy_with_logits")
+    x = self._float()
+    scale = 1 if pos_weight is None else 1 + (pos_weight - 1) * target
+    loss = (1 - target) * x + scale * (-x).softplus()
+    return _reduced(loss if weight is None else loss * weight, reduction)
+
+  # ---- tinygrad's names ----
+  def sparse_categorical_crossentropy(self: Tensor, Y: Tensor, ignore_index: int = -1, label_smoothing: float = 0.0,
+                                      reduction: str = "mean") -> Tensor:
+    """tinygrad's name: cross entropy of logits whose classes are the last axis, against class indices Y."""
+    x = self if self.ndim < 2 else self.reshape(-1, self.shape[-1])
+    return x.cross_entropy(Y.reshape(-1) if self.ndim >= 2 else Y, ignore_index=ignore_index, reduction=reduction, label_smoothing=label_smoothing)
+  def binary_crossentropy(self: Tensor, Y: Tensor, reduction: str = "mean") -> Tensor:
+    """tinygrad's name for binary_cross_entropy."""
+    return self.binary_cross_entropy(Y, reduction=reduction)
+  def binary_crossentropy_logits(self: Tensor, Y: Tensor, reduction: str = "mean", pos_weight: Tensor | None = None) -> Tensor:
+    """tinygrad's name for binary_cross_entropy_with_logits."""
+    return self.binary_cross_entropy_with_logits(Y, reduction=reduction, pos_weight=pos_weight)

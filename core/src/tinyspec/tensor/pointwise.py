@@ -1,0 +1,198 @@
+"""Pointwise math and activations composed from tensor.py's primitives (exp, log, sqrt, where ...), so each has its
+gradient by composition. Where a formula would lose precision (log(1 + x) for small x) or a branch not taken would
+pass nan into the gradient (0 * inf), the inputs of each branch are made safe first: a WHERE's untaken branch still
+passes 0 * its slope backwards, and 0 * inf is nan."""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from tinyspec.dtype import dtypes
+from tinyspec.tensor.movement import resolve_dim
+
+if TYPE_CHECKING:
+  from tinyspec.tensor.tensor import Scalar, Tensor
+
+# Abramowitz and Stegun 7.1.26: erf(x) = 1 - t (a1 + t (a2 + ...)) e^-x^2, t = 1 / (1 + p x), for x >= 0; |error| <= 1.5e-7
+_ERF_P, _ERF_A = 0.3275911, (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
+# atan on [-tan(pi/8), tan(pi/8)] after reducing by pi/4 or pi/2 (Cephes' atanf): x + x z (c0 + z (c1 + ...)), z = x^2
+_ATAN_C = (-3.33329491539e-1, 1.99777106478e-1, -1.38776856032e-1, 8.05374449538e-2)
+_TAN_3PI_8, _TAN_PI_8 = 2.414213562373095, 0.4142135623730950
+
+
+def _poly(x: Tensor, coeffs: tuple[float, ...]) -> Tensor:
+  """c0 + x (c1 + x (c2 + ...)), by Horner's rule."""
+  out = x * coeffs[-1]
+  for c in reversed(coeffs[1:-1]): out = (out + c) * x
+  return out + coeffs[0]
+
+
+def _odd(x: Tensor, f: Callable[[Tensor], Tensor]) -> Tensor:
+  """An odd function from f on x >= 0: -f(-x) below 0. f sees |x| built as where(x < 0, -x, x), whose slope at 0 is 1
+  (abs's is 0), so the gradient at 0 is f'(0)."""
+  neg = x < 0
+  y = f(neg.where(-x, x))
+  return neg.where(-y, y)
+
+# erf(x) near 0: 2/sqrt(pi) (x - x^3/3 + x^5/10 - x^7/42 + x^9/216 - x^11/1320), error below 2e-8 for |x| < 0.5
+_ERF_TAYLOR = tuple(2 / math.sqrt(math.pi) * c for c in (1.0, -1 / 3, 1 / 10, -1 / 42, 1 / 216, -1 / 1320))
+
+
+class PointwiseMixin:
+  """Elementwise functions for Tensor beyond the primitives (tensor.py): PyTorch's names and semantics."""
+
+  # ---- exp and log, accurate near 0 ----
+  def log1p(self: Tensor) -> Tensor:
+    """log(1 + x), accurate for small x: log(u) * x / (u - 1) with u = 1 + x rounded (the rounding of u cancels), x where u is 1."""
+    def f(x: Tensor) -> Tensor:
+      u = x + 1
+      one = u == 1
+      return one.where(x, u.log() * x / one.where(1.0, u - 1))
+    return self._math(f)
+  def expm1(self: Tensor) -> Tensor:
+    """exp(x) - 1, accurate for small x: (u - 1) * x / log(u) with u = exp(x) rounded; x where u is 1, -1 where u is 0,
+    inf where u overflows."""
+    def f(x: Tensor) -> Tensor:
+      u = x.exp()
+      plain = (u == 1) | (u == 0) | u.isinf()
+      core = (u - 1) * x / plain.where(1.0, u.log())
+      return (u == 1).where(x, (u == 0).where(-1.0, u.isinf().where(u, core)))
+    return self._math(f)
+  def log10(self: Tensor) -> Tensor: return self._math(lambda x: x.log2() * math.log10(2))
+  def logaddexp(self: Tensor, y: Tensor | Scalar) -> Tensor:
+    """log(exp(x) + exp(y)) as max(x, y) + log1p(exp(-|x - y|)); x + log(2) where x == y (so -inf and -inf give -inf)."""
+    x, y = self._float()._broadcasted(y)
+    d = (x == y).where(0.0, x - y)
+    return (x == y).where(x + math.log(2), x.maximum(y) + (-d.abs()).exp().log1p())
+
+  # ---- error function, inverse and hyperbolic trigonometry ----
+  def erf(self: Tensor) -> Tensor:
+    """The error function, odd: a Taylor series below 0.5, Abramowitz and Stegun 7.1.26 (|error| <= 1.5e-7) above."""
+    def f(a: Tensor) -> Tensor:
+      t = (a * _ERF_P + 1).reciprocal()
+      far = 1 - _poly(t, (0.0, *_ERF_A)) * (-(a * a)).exp()
+      return (a < 0.5).where(a * _poly(a * a, _ERF_TAYLOR), far)
+    return self._math(lambda x: _odd(x, f))
+  def atan(self: Tensor) -> Tensor:
+    """arctan, odd: x >= 0 reduced to [0, tan(pi/8)] by pi/2 - atan(1/x) above tan(3pi/8) and pi/4 + atan((x-1)/(x+1))
+    above tan(pi/8), then a polynomial (Cephes' atanf, about 1 ulp)."""
+    def f(a: Tensor) -> Tensor:
+      big, mid = a > _TAN_3PI_8, a > _TAN_PI_8
+      r = big.where(-(big.where(a, 1.0).reciprocal()), mid.where((a - 1) / (a + 1), a))
+      z = r * r
+      return big.where(math.pi / 2, mid.where(math.pi / 4, 0.0)) + r + r * z * _poly(z, _ATAN_C)
+    return self._math(lambda x: _odd(x, f))
+  def asin(self: Tensor) -> Tensor:
+    """arcsin = atan(x / sqrt(1 - x^2)): +-pi/2 at +-1, nan outside [-1, 1]."""
+    return self._math(lambda x: (x * (1 - x * x).rsqrt()).atan())
+  def acos(self: Tensor) -> Tensor: return self._math(lambda x: math.pi / 2 - x.asin())
+  def sinh(self: Tensor) -> Tensor:
+    """Odd; for x >= 0, (e + e / (e + 1)) / 2 with e = expm1(x) (that is (e^x - e^-x) / 2 without cancellation for small
+    x), and 0.5 e^x past 20."""
+    def f(a: Tensor) -> Tensor:
+      big = a > 20
+      e = big.where(20.0, a).expm1()
+      return big.where(0.5 * big.where(a, 20.0).exp(), (e + e / (e + 1)) * 0.5)
+    return self._math(lambda x: _odd(x, f))
+  def cosh(self: Tensor) -> Tensor:
+    """(u + 1/u) / 2 with u = exp(|x|)."""
+    def f(x: Tensor) -> Tensor:
+      u = x.abs().exp()
+      return (u + u.reciprocal()) * 0.5
+    return self._math(f)
+  def asinh(self: Tensor) -> Tensor:
+    """Odd; for x >= 0, log1p(x + x^2 / (1 + sqrt(1 + x^2))), accurate near 0, and log(x) + log(2) past 1e9 (x^2 would
+    overflow)."""
+    def f(a: Tensor) -> Tensor:
+      big = a > 1e9
+      s = big.where(1.0, a)
+      return big.where(big.where(a, 1.0).log() + math.log(2), (s + s * s / ((s * s + 1).sqrt() + 1)).log1p())
+    return self._math(lambda x: _odd(x, f))
+  def acosh(self: Tensor) -> Tensor:
+    """log1p(t + sqrt(2t + t^2)), t = x - 1: accurate near 1; log(x) + log(2) past 1e9; nan below 1."""
+    def f(x: Tensor) -> Tensor:
+      big = x > 1e9
+      t = big.where(1.0, x) - 1
+      return big.where(big.where(x, 1.0).log() + math.log(2), (t + (t * 2 + t * t).sqrt()).log1p())
+    return self._math(f)
+  def atanh(self: Tensor) -> Tensor:
+    """0.5 log1p(2x / (1 - x)): +-inf at +-1, nan outside."""
+    return self._math(lambda x: (x * 2 / (1 - x)).log1p() * 0.5)
+
+  # ---- sign, remainder, comparison ----
+  def copysign(self: Tensor, y: Tensor | Scalar) -> Tensor:
+    """|x| with y's sign (-0.0 counts as negative, nan as positive)."""
+    x, y = self._float()._broadcasted(y, match_dtype=False)
+    neg = (y < 0) | ((y == 0) & (y._float().reciprocal() < 0))
+    return neg.where(-x.abs(), x.abs())
+  def fmod(self: Tensor, y: Tensor | Scalar) -> Tensor:
+    """C's fmod: the remainder of truncated division, with x's sign (Python's % floors and takes y's)."""
+    x, y = self._broadcasted(y)
+    r = x % y
+    return ((r != 0) & ((r < 0) != (x < 0))).where(r - y, r)
+  def isclose(self: Tensor, other: Tensor | Scalar, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False) -> Tensor:
+    """|x - y| <= atol + rtol |y| elementwise, or x == y (infinities of one sign); nan is close to nan only with equal_nan."""
+    x, y = self._broadcasted(other)
+    close = (x == y) | ((x - y).abs() <= atol + rtol * y.abs())
+    if not dtypes.is_float(x.dtype): return close
+    close = close & ~(x.isinf() | y.isinf()) | (x == y)
+    return close | (x.isnan() & y.isnan()) if equal_nan else close
+
+  # ---- activations ----
+  def gelu(self: Tensor, approximate: str = "none") -> Tensor:
+    """x P(X <= x) for a standard normal X: 0.5 x (1 + erf(x / sqrt 2)); approximate="tanh" (tinygrad's default) uses
+    0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))."""
+    x = self._float()
+    if approximate == "tanh": return 0.5 * x * (1 + (math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)).tanh())
+    if approximate != "none": raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return 0.5 * x * (1 + (x * math.sqrt(0.5)).erf())
+  def quick_gelu(self: Tensor) -> Tensor: return self * (self * 1.702).sigmoid()
+  def relu6(self: Tensor) -> Tensor: return self._float().hardtanh(0.0, 6.0)
+  def hardsigmoid(self: Tensor) -> Tensor: return (self._float() + 3).relu6() / 6
+  def hardswish(self: Tensor) -> Tensor: return self * self.hardsigmoid()
+  def mish(self: Tensor) -> Tensor: return self * self.softplus().tanh()
+  def selu(self: Tensor) -> Tensor:
+    """scale * elu(x, alpha) with SELU's constants."""
+    return 1.0507009873554804934193349852946 * self.elu(1.6732632423543772848170429916717)
+  def celu(self: Tensor, alpha: float = 1.0) -> Tensor: return alpha * (self._float() / alpha).elu()
+  def logsigmoid(self: Tensor) -> Tensor: return -(-self).softplus()
+  def softsign(self: Tensor) -> Tensor: return (x := self._float()) / (1 + x.abs())
+  def softmin(self: Tensor, axis: int = -1) -> Tensor: return (-self).softmax(axis)
+  def normalize(self: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
+    """x divided by its p-norm along `dim` (at least eps), as torch.nn.functional.normalize."""
+    x = self._float()
+    norm = x.abs().pow(p).sum(dim, keepdim=True).pow(1 / p) if p != 2 else (x * x).sum(dim, keepdim=True).sqrt()
+    return x / norm.maximum(eps)
+
+  # ---- masks and copies ----
+  def clone(self: Tensor) -> Tensor:
+    """A copy with memory of its own once realized (the gradient flows through)."""
+    return self.contiguous()
+  def masked_fill(self: Tensor, mask: Tensor, value: Scalar | Tensor) -> Tensor:
+    """`value` where the bool mask (broadcast to x's shape) is true, else x."""
+    if mask.dtype != dtypes.bool: raise TypeError(f"masked_fill: the mask must be bool, got {mask.dtype}")
+    if (out := mask.where(value, self)).shape != self.shape:
+      raise RuntimeError(f"masked_fill: a mask of shape {mask.shape} does not broadcast to the tensor's shape {self.shape}")
+    return out.cast(self.dtype)
+  def roll(self: Tensor, shifts: int | tuple[int, ...], dims: int | tuple[int, ...] | None = None) -> Tensor:
+    """Elements shifted along `dims` by `shifts`, wrapping around (the flattened tensor when dims is None), as torch.roll."""
+    if dims is None: return self.flatten().roll(shifts, 0).reshape(self.shape)
+    shifts, dims = (shifts,) if isinstance(shifts, int) else tuple(shifts), (dims,) if isinstance(dims, int) else tuple(dims)
+    if len(shifts) != len(dims): raise RuntimeError(f"roll: {len(shifts)} shifts for {len(dims)} dims")
+    out = self
+    for s, d in zip(shifts, dims):
+      d = resolve_dim(d, self.ndim)
+      if (n := self.shape[d]) == 0 or (s := s % n) == 0: continue
+      tail, head = (tuple(w if i == d else None for i in range(self.ndim)) for w in ((n - s, n), (0, n - s)))
+      out = out.shrink(tail).cat(out.shrink(head), dim=d)
+    return out
+  def _triangle(self: Tensor, diagonal: int, lower: bool) -> Tensor:
+    if self.ndim < 2: raise RuntimeError(f"{'tril' if lower else 'triu'}: needs at least 2 dimensions, got shape {self.shape}")
+    r, c = self.shape[-2:]
+    rows = type(self).arange(r, dtype=dtypes.int32, device=self.device).reshape(r, 1)
+    cols = type(self).arange(c, dtype=dtypes.int32, device=self.device).reshape(1, c)
+    keep = (cols - rows <= diagonal) if lower else (cols - rows >= diagonal)
+    return keep.where(self, self._const_like(0))
+  def tril(self: Tensor, diagonal: int = 0) -> Tensor: return self._triangle(diagonal, True)
+  def triu(self: Tensor, diagonal: int = 0) -> Tensor: return self._triangle(diagonal, False)

@@ -1,0 +1,137 @@
+"""The pointwise functions, losses, attention and dropout added for real models, against PyTorch on the same data: values
+and gradients, with the edge cases (0 for the odd functions' slopes, ignore_index and label smoothing, rows of attention
+with every position masked)."""
+import math
+
+import numpy as np
+import pytest
+from tinyspec import Tensor
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+rng = np.random.default_rng(7)
+
+X = np.concatenate([(rng.standard_normal(48) * 3), [0.0, 1e-6, -1e-6, 1e-3, 0.49, 0.51, 20.5, -20.5, 30.0, -30.0]]).astype(np.float32)
+UNIT = np.concatenate([rng.uniform(-0.999, 0.999, 40), [0.0, 1e-5, -0.5, 0.9999]]).astype(np.float32)
+ABOVE_ONE = (np.abs(X) + 1.0001).astype(np.float32)
+M = X[:56].reshape(7, 8)
+
+
+def leaves(*arrays):
+  """Each array as a tinyspec and a torch tensor, both requiring grad."""
+  return [(Tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)) for a in arrays]
+
+def check(ours, theirs, *arrays, rtol=1e-5, atol=1e-6):
+  """ours(*tinyspec tensors) against theirs(*torch tensors): values, then the gradient of each input from the sum."""
+  pairs = leaves(*arrays)
+  out, ref = ours(*(p[0] for p in pairs)), theirs(*(p[1] for p in pairs))
+  total = out.sum()  # built before the value is read: reading realizes it
+  np.testing.assert_allclose(out.numpy(), ref.detach().numpy(), rtol=rtol, atol=atol)
+  total.backward(); ref.sum().backward()
+  for x, tx in pairs: np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=rtol * 10, atol=atol * 10)
+
+
+POINTWISE = [
+  ("log1p", Tensor.log1p, torch.log1p, np.abs(X) - 0.5), ("expm1", Tensor.expm1, torch.expm1, X), ("erf", Tensor.erf, torch.erf, X),
+  ("atan", Tensor.atan, torch.atan, X), ("asin", Tensor.asin, torch.asin, UNIT), ("acos", Tensor.acos, torch.acos, UNIT),
+  ("sinh", Tensor.sinh, torch.sinh, X), ("cosh", Tensor.cosh, torch.cosh, X), ("asinh", Tensor.asinh, torch.asinh, X),
+  ("acosh", Tensor.acosh, torch.acosh, ABOVE_ONE), ("atanh", Tensor.atanh, torch.atanh, UNIT), ("log10", Tensor.log10, torch.log10, ABOVE_ONE),
+  ("gelu", Tensor.gelu, F.gelu, X), ("gelu_tanh", lambda x: x.gelu(approximate="tanh"), lambda x: F.gelu(x, approximate="tanh"), X),
+  ("quick_gelu", Tensor.quick_gelu, lambda x: x * torch.sigmoid(1.702 * x), X), ("relu6", Tensor.relu6, F.relu6, X),
+  ("hardsigmoid", Tensor.hardsigmoid, F.hardsigmoid, np.append(X, [-3.0, 3.0]).astype(np.float32)),
+  ("hardswish", Tensor.hardswish, F.hardswish, np.append(X, [-3.0, 3.0]).astype(np.float32)), ("mish", Tensor.mish, F.mish, X),
+  ("selu", Tensor.selu, F.selu, X), ("celu", lambda x: x.celu(0.7), lambda x: F.celu(x, 0.7), X),
+  ("logsigmoid", Tensor.logsigmoid, F.logsigmoid, X), ("softsign", Tensor.softsign, F.softsign, X), ("clone", Tensor.clone, torch.clone, X),
+  ("softmin", lambda x: x.softmin(1), lambda x: F.softmin(x, 1), M), ("normalize", lambda x: x.normalize(dim=1), lambda x: F.normalize(x, dim=1), M),
+  ("normalize_p3", lambda x: x.normalize(p=3, dim=0), lambda x: F.normalize(x, p=3, dim=0), M),
+  ("tril", lambda x: x.tril(1), lambda x: x.tril(1), M), ("triu", lambda x: x.triu(-2), lambda x: x.triu(-2), M),
+  ("roll", lambda x: x.roll((2, -3), (0, 1)), lambda x: x.roll((2, -3), (0, 1)), M), ("roll_flat", lambda x: x.roll(5), lambda x: x.roll(5), M),
+  ("fmod", lambda x: x.fmod(1.7), lambda x: torch.fmod(x, 1.7), X), ("fmod_negative", lambda x: x.fmod(-1.3), lambda x: torch.fmod(x, -1.3), X),
+]
+
+@pytest.mark.parametrize("name, ours, theirs, x", POINTWISE, ids=[p[0] for p in POINTWISE])
+def test_pointwise(name, ours, theirs, x):
+  check(ours, theirs, x)
+
+def test_the_odd_functions_have_their_slope_at_zero():
+  for f, slope in ((Tensor.erf, 2 / math.sqrt(math.pi)), (Tensor.atan, 1.0), (Tensor.asinh, 1.0), (Tensor.sinh, 1.0)):
+    x = Tensor(np.zeros(1, np.float32), requires_grad=True)
+    f(x).sum().backward()
+    assert abs(x.grad.item() - slope) < 1e-6, f.__name__
+
+def test_two_argument_functions():
+  y = X[::-1].copy()
+  check(lambda a, b: a.logaddexp(b), torch.logaddexp, X, y)
+  check(lambda a, b: a.copysign(b), torch.copysign, X, -y)
+  np.testing.assert_array_equal(Tensor(np.array([-7, 7, -6, 5], np.int32)).fmod(3).numpy(), [-1, 1, 0, 2])  # C's sign rule on ints
+
+def test_masked_fill_and_isclose():
+  mask = np.arange(8) % 3 == 0
+  check(lambda x: x.masked_fill(Tensor(mask), -1.5), lambda x: x.masked_fill(torch.tensor(mask), -1.5), M)
+  with pytest.raises(RuntimeError, match="does not broadcast"): Tensor(M).masked_fill(Tensor(np.ones((2, 7, 8), bool)), 0.0)
+  a = np.array([1.0, 1.00001, np.inf, -np.inf, np.nan, 0.0, 1e-9, np.inf], np.float32)
+  b = np.array([1.0, 1.0, np.inf, np.inf, np.nan, 1e-9, 0.0, 1e30], np.float32)
+  for equal_nan in (False, True):
+    np.testing.assert_array_equal(Tensor(a).isclose(Tensor(b), equal_nan=equal_nan).numpy(),
+                                  torch.isclose(torch.tensor(a), torch.tensor(b), equal_nan=equal_nan).numpy())
+
+# ---- losses ----
+LOGITS = rng.standard_normal((6, 5)).astype(np.float32)
+TARGETS = np.array([0, 4, 2, -100, 1, 3])
+WEIGHT = rng.uniform(0.5, 2, 5).astype(np.float32)
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("label_smoothing", [0.0, 0.2])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_cross_entropy_with_class_indices(reduction, label_smoothing, weighted):
+  kw = dict(reduction=reduction, label_smoothing=label_smoothing)
+  check(lambda x: x.cross_entropy(Tensor(TARGETS), weight=Tensor(WEIGHT) if weighted else None, **kw),
+        lambda x: F.cross_entropy(x, torch.tensor(TARGETS), weight=torch.tensor(WEIGHT) if weighted else None, **kw), LOGITS)
+
+def test_cross_entropy_other_shapes_and_probabilities():
+  t3 = np.array([[0, 3, 1], [2, 2, -100]])
+  check(lambda x: x.cross_entropy(Tensor(t3)), lambda x: F.cross_entropy(x, torch.tensor(t3)), rng.standard_normal((2, 4, 3)).astype(np.float32))
+  check(lambda x: x.cross_entropy(Tensor(np.array(2))), lambda x: F.cross_entropy(x, torch.tensor(2)), LOGITS[0])
+  p = rng.dirichlet(np.ones(5), 6).astype(np.float32)
+  check(lambda x: x.cross_entropy(Tensor(p), label_smoothing=0.1), lambda x: F.cross_entropy(x, torch.tensor(p), label_smoothing=0.1), LOGITS)
+  with pytest.raises(ValueError, match="expected"): Tensor(LOGITS).cross_entropy(Tensor(TARGETS[:3]))
+  with pytest.raises(ValueError, match="reduction"): Tensor(LOGITS).cross_entropy(Tensor(TARGETS), reduction="avg")
+
+def test_ignore_index_inside_the_class_range():
+  t = np.where(TARGETS < 0, 1, TARGETS)
+  check(lambda x: x.cross_entropy(Tensor(t), ignore_index=2, label_smoothing=0.1),
+        lambda x: F.cross_entropy(x, torch.tensor(t), ignore_index=2, label_smoothing=0.1), LOGITS)
+
+def test_nll_and_binary_losses():
+  check(lambda x: x.log_softmax(1).nll_loss(Tensor(TARGETS), weight=Tensor(WEIGHT)),
+        lambda x: F.nll_loss(F.log_softmax(x, 1), torch.tensor(TARGETS), weight=torch.tensor(WEIGHT)), LOGITS)
+  probs, target = rng.uniform(0.01, 0.99, (4, 3)).astype(np.float32), rng.uniform(0, 1, (4, 3)).astype(np.float32)
+  check(lambda x: x.binary_cross_entropy(Tensor(target)), lambda x: F.binary_cross_entropy(x, torch.tensor(target)), probs)
+  pw = np.array([1.0, 2.0, 0.5], np.float32)
+  check(lambda x: x.binary_cross_entropy_with_logits(Tensor(target), pos_weight=Tensor(pw), reduction="sum"),
+        lambda x: F.binary_cross_entropy_with_logits(x, torch.tensor(target), pos_weight=torch.tensor(pw), reduction="sum"),
+        (rng.standard_normal((4, 3)) * 5).astype(np.float32))
+  check(lambda x: x.sparse_categorical_crossentropy(Tensor(np.array([1, 0, 4, 2, 3, 0]))),
+        lambda x: F.cross_entropy(x, torch.tensor([1, 0, 4, 2, 3, 0])), LOGITS)
+
+# ---- attention, dropout ----
+Q, K, V = (rng.standard_normal(s).astype(np.float32) for s in ((2, 3, 4, 8), (2, 3, 6, 8), (2, 3, 6, 5)))
+MASK = rng.uniform(0, 1, (4, 6)) > 0.3
+MASK[2] = False  # a row with every position masked: 0, as PyTorch
+
+@pytest.mark.parametrize("kind", ["plain", "causal", "bool_mask", "float_mask", "scale"])
+def test_scaled_dot_product_attention(kind):
+  additive = np.where(MASK, 0, -np.inf).astype(np.float32)
+  ours, theirs = {"plain": ({}, {}), "causal": ({"is_causal": True}, {"is_causal": True}),
+                  "bool_mask": ({"attn_mask": Tensor(MASK)}, {"attn_mask": torch.tensor(MASK)}),
+                  "float_mask": ({"attn_mask": Tensor(additive)}, {"attn_mask": torch.tensor(additive)}),
+                  "scale": ({"scale": 0.3}, {"scale": 0.3})}[kind]
+  check(lambda q, k, v: q.scaled_dot_product_attention(k, v, **ours), lambda q, k, v: F.scaled_dot_product_attention(q, k, v, **theirs), Q, K, V)
+
+def test_dropout_only_in_training():
+  x = Tensor.ones(4000)
+  assert x.dropout(0.3) is x
+  with Tensor.train():
+    d = x.dropout(0.3).numpy()
+  assert set(np.unique(d).tolist()) == {0.0, np.float32(1 / 0.7).item()} and 0.27 < (d == 0).mean() < 0.33
+  with pytest.raises(ValueError, match="p must be in"): x.dropout(1.5)
