@@ -107,3 +107,18 @@ def test_a_third_party_device_runs_the_suite_and_skips_what_it_lacks(tmp_path):
   assert "device FAKE does not support workgroups (its renderer's has_local is False)" in out.stdout
   assert "device FAKE does not support dtype float64" in out.stdout
   assert " passed" in out.stdout.splitlines()[-1] and " skipped" in out.stdout.splitlines()[-1]
+
+NARROW_DEVICE = FAKE_DEVICE.replace('if d.name != "float64"', 'if d.name not in ("int8", "int16", "float16")')
+
+def test_a_device_without_small_dtypes_skips_the_tests_that_use_them(tmp_path):
+  (tmp_path / "fake_device.py").write_text(textwrap.dedent(NARROW_DEVICE))
+  env = {k: v for k, v in os.environ.items() if k not in ("DEVICE", "TINYSPEC_PLUGINS", "PYTEST_ADDOPTS")}
+  env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env.get("PYTHONPATH", "")])
+  tests = "test_fills or test_movement_keeps_ints_and_bools or test_argmax_argmin or test_rand_like"
+  cmd = [sys.executable, "-m", "pytest", "-p", "fake_device", "-p", "no:cacheprovider", "--pyargs", "tinyspec.conformance",
+         "--tinyspec-device=fake", "-k", tests, "-rs"]
+  out = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+  assert out.returncode == 0, out.stdout + out.stderr  # skipped, not failed
+  for dt in ("int8", "int16", "float16"): assert f"device FAKE does not support dtype {dt}" in out.stdout
+  assert " failed" not in out.stdout.splitlines()[-1] and " skipped" in out.stdout.splitlines()[-1]
+

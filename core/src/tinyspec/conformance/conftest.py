@@ -8,7 +8,7 @@ import pytest
 
 from tinyspec import Tensor
 from tinyspec.conformance import Capabilities
-from tinyspec.device import Device
+from tinyspec.device import Device, UnsupportedDType
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -26,3 +26,15 @@ def dev(tinyspec_device: str) -> str: return tinyspec_device
 
 @pytest.fixture
 def caps(tinyspec_caps: Capabilities) -> Capabilities: return tinyspec_caps
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+  """A test that ran a kernel in a dtype the device does not declare is skipped, naming the dtype, rather than failed: the
+  suite checks what a device claims (`Capabilities`), and a test's own `require_dtype` can miss a dtype an op uses inside."""
+  report = yield
+  exc = call.excinfo.value if call.excinfo is not None else None
+  if report.failed and isinstance(exc, UnsupportedDType):  # raised only for dtypes the renderer leaves out of supported_dtypes
+    report.outcome = "skipped"
+    report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: device {exc.device} does not support dtype {' and '.join(exc.dtypes)}")
+  return report
+

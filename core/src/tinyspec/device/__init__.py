@@ -10,6 +10,7 @@ from tinyspec.device.registry import (
   DeviceSpec,
   DeviceStatus,
   Plugin,
+  UnsupportedDType,
   register_builtin,
 )
 from tinyspec.device.runtime import Program, Runtime
@@ -17,5 +18,5 @@ from tinyspec.interpreter import plugin as _python_plugin
 
 register_builtin(_python_plugin)  # the PYTHON device, always there
 
-__all__ = ["ENTRY_POINT_GROUP", "Device", "DeviceError", "DeviceRegistry", "DeviceSpec", "DeviceStatus", "Plugin", "register_builtin",
-           "Allocator", "Buffer", "CompileError", "Compiler", "HostAllocator", "LRUAllocator", "Program", "Runtime"]
+__all__ = ["ENTRY_POINT_GROUP", "Device", "DeviceError", "DeviceRegistry", "DeviceSpec", "DeviceStatus", "Plugin", "UnsupportedDType",
+           "register_builtin", "Allocator", "Buffer", "CompileError", "Compiler", "HostAllocator", "LRUAllocator", "Program", "Runtime"]

@@ -39,6 +39,12 @@ _BUILTINS: list[object] = []
 class DeviceError(RuntimeError):
   """A device name is invalid or unknown, its device is unavailable here, or its plugin is broken; the message says which."""
 
+class UnsupportedDType(DeviceError):
+  """A kernel computes in dtypes its device's renderer does not declare (`dtypes`, by name): refused before any lowering."""
+  def __init__(self, message: str, device: str, dtypes: tuple[str, ...]):
+    super().__init__(message)
+    self.device, self.dtypes = device, dtypes
+
 @dataclass(eq=False)
 class Plugin:
   """What the registry knows about one plugin, and how loading it went."""

@@ -8,7 +8,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from tinyspec.device import Device, DeviceError
+from tinyspec.device import Device, UnsupportedDType
 from tinyspec.device.compiler import debug_level
 from tinyspec.dtype import PtrDType, dtypes
 from tinyspec.engine import search
@@ -57,7 +57,7 @@ def _check_dtypes(ast: UOp, device: str, renderer) -> None:
   used = {u.dtype.base if isinstance(u.dtype, PtrDType) else u.dtype.scalar() for u in ast.toposort()}
   if missing := sorted(d.name for d in used - renderer.supported_dtypes if d not in (dtypes.index, dtypes.void)):
     have = ", ".join(sorted(d.name for d in renderer.supported_dtypes))
-    raise DeviceError(f"{device} does not support {' and '.join(missing)} (its dtypes: {have})")
+    raise UnsupportedDType(f"{device} does not support {' and '.join(missing)} (its dtypes: {have})", device, tuple(missing))
 
 def compile_kernel(ast: UOp, device: str) -> CompiledKernel:
   """Lower one kernel for `device`: optimize (with BEAM=n, the opts search found), expand, isel, linearize, render, compile,
