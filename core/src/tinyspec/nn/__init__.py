@@ -20,6 +20,7 @@ from tinyspec.dtype import DType, dtypes
 from tinyspec.tensor import Tensor
 
 IntOrTuple = int | Sequence[int]
+MACHINE_EPS = {dtypes.float16: 2.0 ** -10, dtypes.bfloat16: 2.0 ** -7, dtypes.float32: 2.0 ** -23, dtypes.float64: 2.0 ** -52}  # torch.finfo(dt).eps
 
 
 def _kaiming_bound(fan_in: int) -> float:
@@ -57,6 +58,33 @@ class Conv2d:
     self.weight = _uniform((out_channels, in_channels // groups, *k), bound, device, dtype)
     self.bias = _uniform((out_channels,), bound, device, dtype) if bias else None
   def __call__(self, x: Tensor) -> Tensor: return x.conv2d(self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+
+
+class Conv1d(Conv2d):
+  """1-D convolution as torch.nn.Conv1d: an (N, C, L) input, weight (out_channels, in_channels/groups, kernel_size)."""
+  def __init__(self, in_channels: int, out_channels: int, kernel_size: IntOrTuple, stride: IntOrTuple = 1, padding: IntOrTuple | str = 0,
+               dilation: IntOrTuple = 1, groups: int = 1, bias: bool = True, device: str | None = None, dtype: DType | None = None):
+    k = (kernel_size,) if isinstance(kernel_size, int) else tuple(kernel_size)
+    if len(k) != 1: raise ValueError(f"Conv1d: kernel_size must be one int, got {kernel_size}")
+    super().__init__(in_channels, out_channels, (1, *k), stride, padding, dilation, groups, bias, device, dtype)
+    self.weight, self.kernel_size = self.weight.reshape(out_channels, in_channels // groups, *k).contiguous(), k
+
+
+class ConvTranspose2d:
+  """Transposed 2-D convolution as torch.nn.ConvTranspose2d: weight (in_channels, out_channels/groups, *kernel_size), uniform
+  in +-1/sqrt(fan_in) with PyTorch's fan_in = out_channels/groups * prod(kernel_size) (read off the weight's axis 1)."""
+  def __init__(self, in_channels: int, out_channels: int, kernel_size: IntOrTuple, stride: IntOrTuple = 1, padding: IntOrTuple = 0,
+               output_padding: IntOrTuple = 0, groups: int = 1, bias: bool = True, dilation: IntOrTuple = 1, device: str | None = None,
+               dtype: DType | None = None):
+    if groups < 1 or in_channels % groups or out_channels % groups:
+      raise ValueError(f"ConvTranspose2d: groups={groups} must divide in_channels={in_channels} and out_channels={out_channels}")
+    k = (kernel_size,) * 2 if isinstance(kernel_size, int) else tuple(kernel_size)
+    self.stride, self.padding, self.output_padding, self.groups, self.dilation = stride, padding, output_padding, groups, dilation
+    bound = _kaiming_bound(out_channels // groups * math.prod(k))
+    self.weight = _uniform((in_channels, out_channels // groups, *k), bound, device, dtype)
+    self.bias = _uniform((out_channels,), bound, device, dtype) if bias else None
+  def __call__(self, x: Tensor) -> Tensor:
+    return x.conv_transpose2d(self.weight, self.bias, self.stride, self.padding, self.output_padding, self.groups, self.dilation)
 
 
 class BatchNorm:
@@ -108,6 +136,48 @@ class LayerNorm:
   def __call__(self, x: Tensor) -> Tensor: return x.layer_norm(self.normalized_shape, self.weight, self.bias, self.eps)
 
 
+class GroupNorm:
+  """Normalization over groups of channels, as torch.nn.GroupNorm: an (N, C, ...) input's C channels in num_groups groups,
+  each normalized by its mean and biased variance over its channels and the spatial axes; weight ones and bias zeros
+  per channel (with affine)."""
+  def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True, device: str | None = None):
+    if num_groups < 1 or num_channels % num_groups: raise ValueError(f"GroupNorm: num_groups={num_groups} must divide num_channels={num_channels}")
+    self.num_groups, self.num_channels, self.eps = num_groups, num_channels, eps
+    self.weight = Tensor.ones(num_channels, device=device) if affine else None
+    self.bias = Tensor.zeros(num_channels, device=device) if affine else None
+  def __call__(self, x: Tensor) -> Tensor:
+    if x.ndim < 2 or x.shape[1] != self.num_channels:
+      raise RuntimeError(f"GroupNorm: expected an input of shape (N, {self.num_channels}, ...), got {x.shape}")
+    y = x.reshape(x.shape[0], self.num_groups, -1).layernorm(-1, self.eps).reshape(x.shape)
+    if self.weight is None: return y
+    per_channel = (1, self.num_channels) + (1,) * (x.ndim - 2)
+    return y * self.weight.reshape(per_channel) + self.bias.reshape(per_channel)
+
+
+class RMSNorm:
+  """x / sqrt(mean(x^2) + eps) over the trailing axes `normalized_shape`, times weight (ones), as torch.nn.RMSNorm; eps None
+  is the input dtype's machine epsilon (PyTorch's default)."""
+  def __init__(self, normalized_shape: IntOrTuple, eps: float | None = None, elementwise_affine: bool = True, device: str | None = None):
+    self.normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    self.eps = eps
+    self.weight = Tensor.ones(self.normalized_shape, device=device) if elementwise_affine else None
+  def __call__(self, x: Tensor) -> Tensor:
+    n = len(self.normalized_shape)
+    if x.shape[x.ndim - n:] != self.normalized_shape:
+      raise RuntimeError(f"RMSNorm: expected an input whose last axes are {self.normalized_shape}, got {x.shape}")
+    eps = self.eps if self.eps is not None else MACHINE_EPS.get(x.dtype, MACHINE_EPS[dtypes.float32])
+    y = x * ((x * x).mean(tuple(range(x.ndim - n, x.ndim)), keepdim=True) + eps).rsqrt()
+    return y if self.weight is None else y * self.weight
+
+
+class Dropout:
+  """Zeroes each element with probability p under `Tensor.train()` (scaling the rest by 1/(1-p)); the identity in eval."""
+  def __init__(self, p: float = 0.5):
+    if not 0.0 <= p <= 1.0: raise ValueError(f"Dropout: p must be in [0, 1], got {p}")
+    self.p = p
+  def __call__(self, x: Tensor) -> Tensor: return x.dropout(self.p)
+
+
 class Embedding:
   """A lookup table: integer indices of any shape -> their rows of weight (vocab_size, embed_size), which starts as
   standard normal samples (as torch.nn.Embedding)."""
@@ -121,4 +191,5 @@ class Embedding:
 
 from tinyspec.nn import optim, state  # noqa: E402  (nn.optim and nn.state after `import tinyspec.nn`, as tinygrad's)
 
-__all__ = ["optim", "state", "BatchNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "Conv2d", "Embedding", "LayerNorm", "Linear"]
+__all__ = ["optim", "state", "BatchNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "Conv1d", "Conv2d", "ConvTranspose2d", "Dropout",
+           "Embedding", "GroupNorm", "LayerNorm", "Linear", "RMSNorm"]

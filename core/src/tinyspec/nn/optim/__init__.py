@@ -1,5 +1,5 @@
-"""Optimizers with PyTorch's update rules: SGD (momentum, Nesterov, L2 weight decay), Adam (L2 weight decay) and AdamW
-(decoupled weight decay).
+"""Optimizers with PyTorch's update rules: SGD (momentum, Nesterov, L2 weight decay), Adam (L2 weight decay), AdamW
+(decoupled weight decay), and tinygrad's LAMB; learning-rate schedules in `lr_scheduler`.
 
 A step is one lazy graph: every parameter's new value and every piece of optimizer state (momenta, moment estimates, the
 bias-correction powers) is built from the current buffers and the gradients and assigned into its buffer
@@ -56,7 +56,7 @@ class Optimizer:
   @lr.setter
   def lr(self, value: float | Tensor) -> None:
     v = value.numpy() if isinstance(value, Tensor) else value
-    self._lr = Tensor(np.array(v, np.float32), device=self._lr.device).realize()
+    self._lr.assign(Tensor(np.array(v, np.float32), device=self._lr.device)).realize()  # in place: a TinyJit capture reads it
 
   def _lr_on(self, p: Tensor) -> Tensor: return self._lr if p.device == self._lr.device else self._lr.to(p.device)
 
@@ -143,4 +143,22 @@ class AdamW(Adam):
     super().__init__(params, lr, b1, b2, eps, weight_decay)
 
 
-__all__ = ["SGD", "Adam", "AdamW", "Optimizer"]
+class LAMB(Adam):
+  """LAMB (You et al., tinygrad's): Adam's bias-corrected step r = m_hat / (sqrt(v_hat) + eps) + weight_decay * p, scaled
+  per parameter by the trust ratio ||p|| / ||r|| (1 where either norm is 0): p -= lr * trust * r."""
+  def __init__(self, params: Iterable[Tensor], lr: float = 1e-3, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-6, weight_decay: float = 0.0):
+    super().__init__(params, lr, b1, b2, eps, weight_decay)
+
+  def _update(self, i: int, p: Tensor, g: Tensor) -> list[Tensor]:
+    b1_t, b2_t = (b if p.device == b.device else b.to(p.device) for b in (self.b1_t, self.b2_t))
+    m = _set(self.m[i], self.b1 * self.m[i] + (1 - self.b1) * g)
+    v = _set(self.v[i], self.b2 * self.v[i] + (1 - self.b2) * (g * g))
+    r = (m / (1 - b1_t)) / ((v / (1 - b2_t)).sqrt() + self.eps) + self.weight_decay * p
+    p_norm, r_norm = (p * p).sum().sqrt(), (r * r).sum().sqrt()
+    trust = ((p_norm > 0) & (r_norm > 0)).where(p_norm / r_norm, 1.0)
+    return [_set(p, p - self._lr_on(p) * trust * r), m, v]
+
+
+from tinyspec.nn.optim import lr_scheduler  # noqa: E402  (the schedules, after the optimizers they drive)
+
+__all__ = ["LAMB", "SGD", "Adam", "AdamW", "Optimizer", "lr_scheduler"]

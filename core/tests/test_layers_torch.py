@@ -1,0 +1,91 @@
+"""The nn layers, LAMB and the learning-rate schedules added for real models, against PyTorch (LAMB against its rule in
+numpy: PyTorch has none): outputs and the gradients of input and parameters."""
+import numpy as np
+import pytest
+from tinyspec import Tensor, nn
+from tinyspec.nn import optim
+from tinyspec.nn.optim import lr_scheduler
+
+torch = pytest.importorskip("torch")
+rng = np.random.default_rng(3)
+X = rng.standard_normal((2, 6, 4, 3)).astype(np.float32)
+
+
+def check_layer(ours, theirs, x, params):
+  """ours(x) against theirs(x) and the gradients of sum(out^2) for x and each (tinyspec, torch) parameter pair."""
+  tx, t = torch.tensor(x, requires_grad=True), Tensor(x, requires_grad=True)
+  for p, _ in params: p.requires_grad = True
+  out, ref = ours(t), theirs(tx)
+  loss = (out * out).sum()
+  np.testing.assert_allclose(out.numpy(), ref.detach().numpy(), rtol=1e-4, atol=1e-5)
+  loss.backward(); (ref * ref).sum().backward()
+  for a, b in [(t, tx), *params]: np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-4, atol=1e-4)
+
+def same_weights(ours, theirs):
+  theirs.weight.data = torch.tensor(ours.weight.numpy())
+  if ours.bias is not None: theirs.bias.data = torch.tensor(ours.bias.numpy())
+  return ours, theirs
+
+def test_group_norm():
+  g, tg = nn.GroupNorm(3, 6), torch.nn.GroupNorm(3, 6)
+  check_layer(g, tg, X, [(g.weight, tg.weight), (g.bias, tg.bias)])
+  with pytest.raises(ValueError, match="must divide"): nn.GroupNorm(4, 6)
+
+def test_rms_norm():
+  r, tr = nn.RMSNorm((4, 3)), torch.nn.RMSNorm((4, 3))
+  check_layer(r, tr, X, [(r.weight, tr.weight)])
+  r, tr = nn.RMSNorm(3, eps=1e-3), torch.nn.RMSNorm(3, eps=1e-3)
+  check_layer(r, tr, X * 1e-2, [(r.weight, tr.weight)])
+
+def test_conv1d_and_conv_transpose2d():
+  c, tc = same_weights(nn.Conv1d(6, 5, 3, padding=1, stride=2), torch.nn.Conv1d(6, 5, 3, padding=1, stride=2))
+  assert c.weight.shape == tuple(tc.weight.shape)
+  check_layer(c, tc, X.reshape(2, 6, 12), [(c.weight, tc.weight), (c.bias, tc.bias)])
+  ct, tct = same_weights(nn.ConvTranspose2d(6, 4, 3, stride=2, padding=1, output_padding=1),
+                         torch.nn.ConvTranspose2d(6, 4, 3, stride=2, padding=1, output_padding=1))
+  assert ct.weight.shape == tuple(tct.weight.shape)
+  check_layer(ct, tct, X, [(ct.weight, tct.weight), (ct.bias, tct.bias)])
+
+def test_dropout_layer():
+  d = nn.Dropout(0.25)
+  x = Tensor.ones(2000)
+  assert d(x) is x
+  with Tensor.train(): kept = (d(x).numpy() != 0).mean()
+  assert 0.72 < kept < 0.78
+
+SCHEDULES = [
+  ("step", lambda o: lr_scheduler.StepLR(o, 3, 0.5), lambda o: torch.optim.lr_scheduler.StepLR(o, 3, 0.5), 10),
+  ("linear_warmup", lambda o: lr_scheduler.LinearLR(o, 0.1, 1.0, 4), lambda o: torch.optim.lr_scheduler.LinearLR(o, 0.1, 1.0, 4), 8),
+  ("cosine", lambda o: lr_scheduler.CosineAnnealingLR(o, 10, 0.01), lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, 10, 0.01), 11),
+  ("one_cycle", lambda o: lr_scheduler.OneCycleLR(o, 1.0, 20), lambda o: torch.optim.lr_scheduler.OneCycleLR(o, 1.0, 20, cycle_momentum=False), 20),
+  ("one_cycle_linear", lambda o: lr_scheduler.OneCycleLR(o, 0.5, 15, pct_start=0.4, anneal_strategy="linear"),
+   lambda o: torch.optim.lr_scheduler.OneCycleLR(o, 0.5, 15, pct_start=0.4, anneal_strategy="linear", cycle_momentum=False), 15),
+]
+
+@pytest.mark.parametrize("name, ours, theirs, steps", SCHEDULES, ids=[s[0] for s in SCHEDULES])
+def test_schedules_set_pytorchs_rates(name, ours, theirs, steps):
+  p, tp = Tensor(np.ones(3, np.float32)), torch.nn.Parameter(torch.ones(3))
+  opt, topt = optim.SGD([p], lr=0.1), torch.optim.SGD([tp], lr=0.1)
+  sched, tsched = ours(opt), theirs(topt)
+  rates, trates = [], []
+  for _ in range(steps):
+    rates.append(opt.lr.item()); trates.append(topt.param_groups[0]["lr"])
+    p.grad, tp.grad = Tensor(np.ones(3, np.float32)), torch.ones(3)
+    opt.step(); sched.step(); topt.step(); tsched.step()
+  np.testing.assert_allclose(rates, trates, rtol=1e-5, atol=1e-9)
+  np.testing.assert_allclose(p.numpy(), tp.detach().numpy(), rtol=1e-5)  # the rates were the ones the steps used
+  assert sched.get_last_lr() == [pytest.approx(tsched.get_last_lr()[0], rel=1e-6)]
+
+def test_lamb_follows_its_rule():
+  p0 = rng.standard_normal(5).astype(np.float32)
+  p = Tensor(p0.copy())
+  opt = optim.LAMB([p], lr=0.01, weight_decay=0.1)
+  m, v, q = np.zeros(5), np.zeros(5), p0.astype(np.float64)
+  for t in range(1, 6):
+    g = np.sin(np.arange(5) + t).astype(np.float32)
+    p.grad = Tensor(g)
+    opt.step()
+    m, v = 0.9 * m + 0.1 * g, 0.999 * v + 0.001 * g * g
+    r = (m / (1 - 0.9 ** t)) / (np.sqrt(v / (1 - 0.999 ** t)) + 1e-6) + 0.1 * q
+    q = q - 0.01 * (np.linalg.norm(q) / np.linalg.norm(r)) * r
+  np.testing.assert_allclose(p.numpy(), q, rtol=1e-5)
