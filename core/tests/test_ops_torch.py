@@ -135,3 +135,57 @@ def test_dropout_only_in_training():
     d = x.dropout(0.3).numpy()
   assert set(np.unique(d).tolist()) == {0.0, np.float32(1 / 0.7).item()} and 0.27 < (d == 0).mean() < 0.33
   with pytest.raises(ValueError, match="p must be in"): x.dropout(1.5)
+
+# ---- sorting, einsum, repeat_interleave, pad modes, interpolate ----
+TIES = np.array([[3, 1, 2, 1, np.nan, -np.inf, 2], [0, 0, 0, 5, -1, 7, 7]], np.float32)
+
+@pytest.mark.parametrize("descending", [False, True])
+def test_sort_is_stable_with_nan_last_as_pytorch(descending):
+  v, i = Tensor(TIES).sort(1, descending=descending)
+  tv, ti = torch.sort(torch.tensor(TIES), dim=1, descending=descending, stable=True)
+  np.testing.assert_array_equal(v.numpy(), tv.numpy())
+  np.testing.assert_array_equal(i.numpy(), ti.numpy())
+  assert i.dtype.name == "int64"
+  np.testing.assert_array_equal(Tensor(TIES).argsort(1, descending).numpy(), ti.numpy())
+
+def test_sort_values_carry_the_gradient_and_topk():
+  y = rng.standard_normal((4, 5, 6)).astype(np.float32)
+  w = np.arange(6, dtype=np.float32)
+  check(lambda x: x.sort(2, descending=True)[0] * Tensor(w), lambda x: torch.sort(x, 2, descending=True)[0] * torch.tensor(w), y)
+  check(lambda x: x.topk(3, 1)[0], lambda x: torch.topk(x, 3, 1)[0], y)
+  np.testing.assert_array_equal(Tensor(y).topk(2, -1, largest=False)[1].numpy(), torch.topk(torch.tensor(y), 2, -1, largest=False)[1].numpy())
+  v, i = Tensor(TIES).topk(3, 1)  # ties: the earlier index first (PyTorch's order among ties is unspecified)
+  np.testing.assert_array_equal(v.numpy(), torch.topk(torch.tensor(TIES), 3, 1)[0].numpy())
+  assert i.numpy().tolist() == [[4, 0, 2], [5, 6, 3]]
+  with pytest.raises(RuntimeError, match="out of range"): Tensor(y).topk(7, -1)
+
+EINSUMS = ["ij,jk->ik", "ij,jk", "bij,kj->bik", "...j,jk->...k", "ij,kl->ikjl", "ij->", "ij->ji", "bij,bjk->bik"]
+
+@pytest.mark.parametrize("formula", EINSUMS)
+def test_einsum(formula):
+  shapes = {"ij,jk->ik": [(3, 4), (4, 5)], "ij,jk": [(3, 4), (4, 5)], "bij,kj->bik": [(2, 3, 4), (5, 4)], "...j,jk->...k": [(2, 3, 4), (4, 5)],
+            "ij,kl->ikjl": [(3, 4), (2, 5)], "ij->": [(3, 4)], "ij->ji": [(3, 4)], "bij,bjk->bik": [(2, 3, 4), (2, 4, 5)]}[formula]
+  arrays = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+  check(lambda *xs: Tensor.einsum(formula, *xs), lambda *xs: torch.einsum(formula, *xs), *arrays, rtol=1e-4, atol=1e-5)
+
+def test_einsum_errors_name_the_problem():
+  with pytest.raises(ValueError, match="2 operands in the formula, 1 given"): Tensor.einsum("ij,jk->ik", Tensor.ones(2, 2))
+  with pytest.raises(ValueError, match="letter 'j' has sizes 3 and 4"): Tensor.einsum("ij,jk->ik", Tensor.ones(2, 3), Tensor.ones(4, 2))
+
+def test_repeat_interleave_and_pad_modes():
+  c = rng.standard_normal((2, 3, 4)).astype(np.float32)
+  check(lambda x: x.repeat_interleave(3, 1), lambda x: x.repeat_interleave(3, 1), c)
+  check(lambda x: x.repeat_interleave(2), lambda x: x.repeat_interleave(2), c)
+  x4 = rng.standard_normal((2, 3, 5, 6)).astype(np.float32)
+  for mode in ("reflect", "replicate", "circular"):
+    check(lambda x, m=mode: x.pad((2, 1, 1, 3), mode=m), lambda x, m=mode: F.pad(x, (2, 1, 1, 3), mode=m), x4)
+  with pytest.raises(ValueError, match="does not fit axis"): Tensor(x4).pad((6, 0), mode="reflect")
+  with pytest.raises(ValueError, match="mode must be one of"): Tensor(x4).pad((1, 1), mode="wrap")
+
+@pytest.mark.parametrize("kw", [dict(size=(7, 4), mode="nearest"), dict(scale_factor=2, mode="nearest"),
+                                dict(size=(8, 9), mode="bilinear", align_corners=False), dict(size=(3, 4), mode="bilinear", align_corners=True),
+                                dict(scale_factor=1.5, mode="bilinear", align_corners=False)], ids=str)
+def test_interpolate(kw):
+  check(lambda x: x.interpolate(**kw), lambda x: F.interpolate(x, **kw), rng.standard_normal((2, 3, 5, 6)).astype(np.float32), rtol=1e-4, atol=1e-5)
+  line = rng.standard_normal((2, 3, 5)).astype(np.float32)
+  check(lambda x: x.interpolate(size=11, mode="linear"), lambda x: F.interpolate(x, size=11, mode="linear"), line)

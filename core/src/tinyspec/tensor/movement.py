@@ -88,6 +88,13 @@ def broadcast_const(value: Any, dtype: DType, shape: tuple[int, ...]) -> UOp:
   c = c.reshape((1,) * len(shape))
   return c if all(s == 1 for s in shape) else c.expand(shape)
 
+PAD_MODES = ("constant", "reflect", "replicate", "circular")
+_EDGE_INDEX = {  # for positions i of the padded axis counted from the input's start (negative before it), the input position read
+  "reflect": lambda i, n: np.abs((i + (n - 1)) % (2 * n - 2) - (n - 1)) if n > 1 else np.zeros_like(i),  # mirrored, the edge once
+  "replicate": lambda i, n: np.clip(i, 0, n - 1),
+  "circular": lambda i, n: i % n,
+}
+
 def _pad_pairs(padding: Sequence, ndim: int) -> list[tuple[int, int]]:
   """Padding as (before, after) per axis, from PyTorch's flat form (pairs from the last axis backwards) or one pair (or None) per axis."""
   padding = tuple(padding)
@@ -165,8 +172,9 @@ class MovementMixin:
   def pad(self: Tensor, padding: Sequence, mode: str = "constant", value: float = 0.0) -> Tensor:
     """Padding as PyTorch's F.pad, (left, right) pairs from the last axis backwards, or one (before, after) pair (or None)
     per axis. Negative amounts cut instead. PAD fills zeros; another `value` is a WHERE over a padded mask."""
-    if mode != "constant": raise NotImplementedError(f"pad: mode {mode!r} is not supported, only 'constant'")
+    if mode not in PAD_MODES: raise ValueError(f"pad: mode must be one of {PAD_MODES}, got {mode!r}")
     pairs = _pad_pairs(padding, self.ndim)
+    if mode != "constant": return self._pad_from_edges(pairs, mode)
     for i, ((b, a), s) in enumerate(zip(pairs, self.shape)):
       if sint_value(s) - _cut(b) - _cut(a) < 0: raise RuntimeError(f"pad: {(b, a)} cuts more than the size {s} of axis {i}")
     x = self.shrink(tuple((_cut(b), s if not _cut(a) else s - _cut(a)) for (b, a), s in zip(pairs, self.shape)))
@@ -177,6 +185,22 @@ class MovementMixin:
     if value != 0 or math.copysign(1.0, value) < 0:
       out = UOp(Ops.WHERE, (broadcast_const(True, dtypes.bool, x.shape).pad(off, new), out, broadcast_const(value, x.dtype, new)))
     return x._new(out)
+
+  def _pad_from_edges(self: Tensor, pairs: list[tuple[int, int]], mode: str) -> Tensor:
+    """Padding filled from the tensor itself, one axis at a time: each output position reads input position
+    `_EDGE_INDEX[mode](i - before, size)` (a gather along the axis, so the gradient flows back to what was read)."""
+    out = self
+    for a, (before, after) in enumerate(pairs):
+      if not before and not after: continue
+      n = self.shape[a]
+      amounts = (before, after)
+      if before < 0 or after < 0 or not isinstance(n, int):
+        raise ValueError(f"pad: mode {mode!r} takes non-negative amounts on an axis of fixed size, got {amounts}")
+      if (mode == "reflect" and max(amounts) >= n) or (mode == "circular" and max(amounts) > n) or (mode == "replicate" and n == 0):
+        raise ValueError(f"pad: {mode} padding {amounts} does not fit axis {a} of size {n} (reflect: less than it, circular: at most it)")
+      idx = _EDGE_INDEX[mode](np.arange(-before, n + after), n)
+      out = out[(slice(None),) * a + (idx,)]
+    return out
 
   # ---- built from them ----
   def transpose(self: Tensor, dim0: int = 1, dim1: int = 0) -> Tensor:
@@ -222,6 +246,14 @@ class MovementMixin:
     base = (1,) * (len(reps) - self.ndim) + self.shape
     x = self.reshape(tuple(v for s in base for v in (1, s))).expand(tuple(v for r, s in zip(reps, base) for v in (r, s)))
     return x.reshape(tuple(r * s for r, s in zip(reps, base)))
+  def repeat_interleave(self: Tensor, repeats: int, dim: int | None = None) -> Tensor:
+    """Each element repeated `repeats` times in place along `dim` (of the flattened tensor when dim is None), as PyTorch's
+    with an int count."""
+    if not isinstance(repeats, _INT) or repeats < 0: raise ValueError(f"repeat_interleave: repeats must be a non-negative int, got {repeats!r}")
+    if dim is None: return self.flatten().repeat_interleave(repeats, 0)
+    d = resolve_dim(dim, self.ndim)
+    x = self.unsqueeze(d + 1)
+    return x.expand(*x.shape[:d + 1], repeats, *x.shape[d + 2:]).reshape(*self.shape[:d], self.shape[d] * repeats, *self.shape[d + 1:])
   def split(self: Tensor, split_size: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
     """Pieces along `dim`: of `split_size` each (the last may be smaller), or of the listed sizes (which must add up)."""
     d = resolve_dim(dim, self.ndim)

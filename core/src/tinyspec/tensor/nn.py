@@ -9,6 +9,8 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from tinyspec.dtype import dtypes
 from tinyspec.tensor.movement import broadcast_shape
 
@@ -281,4 +283,67 @@ class NNMixin:
     if not type(self).training or p == 0: return self
     if p == 1: return self * 0
     return (type(self).rand(*self.shape, device=self.device) >= p).where(self / (1 - p), 0.0)
+
+  # ---- einsum, interpolate ----
+  @classmethod
+  def einsum(cls, formula: str, *operands: Tensor) -> Tensor:
+    """Einstein summation as torch.einsum: "ij,jk->ik", an implicit output (the letters used once, sorted) without "->",
+    and "..." for leading broadcast axes. Each operand is laid out over all the letters (size 1 where it has none), the
+    product taken, and the letters not in the output summed: one fused kernel, as matmul is."""
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)): operands = tuple(operands[0])
+    lhs, arrow, out = formula.replace(" ", "").partition("->")
+    inputs = lhs.split(",")
+    if len(inputs) != len(operands): raise ValueError(f"einsum {formula!r}: {len(inputs)} operands in the formula, {len(operands)} given")
+    nell = max((t.ndim - (len(spec) - 3) for spec, t in zip(inputs, operands) if "..." in spec), default=0)
+    ell = "".join(chr(ord("A") + i) for i in range(nell))  # the "..." axes as letters of their own
+    inputs = [spec.replace("...", ell[len(ell) - (t.ndim - (len(spec) - 3)):] if "..." in spec else "") for spec, t in zip(inputs, operands)]
+    if not arrow: out = ell + "".join(sorted(c for c in set("".join(inputs)) if "".join(inputs).count(c) == 1 and c not in ell))
+    else: out = out.replace("...", ell)
+    sizes: dict[str, int] = {}
+    for spec, t in zip(inputs, operands):
+      if len(spec) != t.ndim: raise ValueError(f"einsum {formula!r}: operand of shape {t.shape} for subscripts {spec!r}")
+      if len(set(spec)) != len(spec): raise NotImplementedError(f"einsum {formula!r}: a letter repeated in one operand ({spec!r}) is not supported")
+      for c, n in zip(spec, t.shape):
+        if sizes.setdefault(c, n) != n and n != 1 and sizes[c] != 1:
+          raise ValueError(f"einsum {formula!r}: letter {c!r} has sizes {sizes[c]} and {n}")
+        sizes[c] = max(sizes[c], n)
+    if unknown := set(out) - set(sizes): raise ValueError(f"einsum {formula!r}: output letters {sorted(unknown)} appear in no operand")
+    letters = list(out) + sorted(set(sizes) - set(out))
+    prod = None
+    for spec, t in zip(inputs, operands):
+      order = sorted(range(len(spec)), key=lambda a: letters.index(spec[a]))
+      laid = t.permute(order).reshape(*(t.shape[spec.index(c)] if c in spec else 1 for c in letters))
+      prod = laid if prod is None else prod * laid
+    summed = tuple(range(len(out), len(letters)))
+    return prod.sum(summed) if summed else prod.expand(*(sizes[c] for c in letters))
+
+  def interpolate(self: Tensor, size: int | tuple[int, ...] | None = None, scale_factor: float | tuple[float, ...] | None = None,
+                  mode: str = "nearest", align_corners: bool | None = None) -> Tensor:
+    """Resizes the spatial axes of an (N, C, *spatial) input as F.interpolate: mode "nearest" (source index floor(i * in /
+    out)), or "linear"/"bilinear"/"trilinear" (each axis in turn, from the two nearest source positions; align_corners
+    maps the corner pixels' centers onto each other)."""
+    nd = self.ndim - 2
+    if nd < 1: raise ValueError(f"interpolate: expected an (N, C, *spatial) input, got shape {self.shape}")
+    if (size is None) == (scale_factor is None): raise ValueError("interpolate: give exactly one of size and scale_factor")
+    if mode not in ("nearest", "linear", "bilinear", "trilinear"): raise ValueError(f"interpolate: mode {mode!r} is not supported")
+    if mode == "nearest" and align_corners is not None: raise ValueError("interpolate: align_corners is only for the linear modes")
+    if size is not None:
+      outs = (size,) * nd if isinstance(size, int) else tuple(size)
+      ratios = tuple(n / m if m else 0.0 for n, m in zip(self.shape[2:], outs))
+    else:  # as PyTorch, source positions come from the factor given, not from the rounded sizes
+      factors = (scale_factor,) * nd if isinstance(scale_factor, (int, float)) else tuple(scale_factor)
+      outs, ratios = tuple(int(math.floor(n * f)) for n, f in zip(self.shape[2:], factors)), tuple(1 / f for f in factors)
+    if len(outs) != nd or len(ratios) != nd: raise ValueError(f"interpolate: {len(outs)} output sizes for {nd} spatial axes")
+    x = self if dtypes.is_float(self.dtype) else self.float()
+    for a, (n, m, ratio) in enumerate(zip(self.shape[2:], outs, ratios), start=2):
+      lead = (slice(None),) * a
+      if mode == "nearest":
+        x = x[lead + (np.minimum(np.floor(np.arange(m) * ratio).astype(np.int64), n - 1),)]
+        continue
+      if align_corners: src = np.arange(m) * ((n - 1) / (m - 1) if m > 1 else 0.0)
+      else: src = np.maximum((np.arange(m) + 0.5) * ratio - 0.5, 0.0)
+      i0 = np.minimum(np.floor(src).astype(np.int64), n - 1)
+      i1, w = np.minimum(i0 + 1, n - 1), (src - i0).astype(np.float32).reshape((m,) + (1,) * (self.ndim - a - 1))
+      x = x[lead + (i0,)] * (1 - type(self)(w, device=self.device)) + x[lead + (i1,)] * type(self)(w, device=self.device)
+    return x
 

@@ -37,6 +37,7 @@ from tinyspec.tensor.nn import NNMixin
 from tinyspec.tensor.pointwise import PointwiseMixin
 from tinyspec.tensor.random import RandomMixin
 from tinyspec.tensor.reduce import ReduceMixin
+from tinyspec.tensor.sorting import SortMixin
 from tinyspec.uop.ops import GroupOp, Ops
 from tinyspec.uop.uop import UOp
 
@@ -129,7 +130,7 @@ def _moved(uop: UOp, device: str | tuple[str, ...]) -> UOp:
   return multi.replicate(uop, device) if isinstance(device, tuple) else UOp(Ops.COPY, (uop,), device)
 
 
-class Tensor(MovementMixin, ReduceMixin, PointwiseMixin, NNMixin, LossMixin, RandomMixin):
+class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, LossMixin, RandomMixin):
   """A lazy n-dimensional array on a device. `Tensor(data, device=None, dtype=None)` takes a Python number, nested
   lists, a numpy array (its dtype kept), another Tensor or a UOp."""
   __hash__ = object.__hash__  # == is elementwise, so a Tensor hashes by identity
