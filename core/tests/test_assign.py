@@ -112,3 +112,16 @@ def test_an_assign_realized_inside_another_value_lands_once():
   doubled = (t * 2).realize()  # realizes the assign as part of its graph
   np.testing.assert_array_equal(doubled.numpy(), [4, 6])
   np.testing.assert_array_equal(t.numpy(), [2, 3])  # t became its buffer then: reading it does not add 1 again
+
+def test_an_assign_built_on_a_pending_one_runs_each_write_once():
+  t = Tensor(np.ones(3, np.float32)).realize()
+  t.assign(t * 2)
+  t.assign(t + 1)  # its value reads the first write's result; that write lands first and must not run again
+  np.testing.assert_array_equal(t.numpy(), [3, 3, 3])
+  a, want = Tensor(np.ones(3, np.float32)).realize(), 1.0
+  for i in range(5):  # a running average, as BatchNorm keeps: each step's value reads the previous step's pending write
+    m = Tensor(np.full(3, i + 1, np.float32))
+    a.assign(0.9 * a + 0.1 * m)
+    (m * 2).numpy()  # other work realized in between leaves the pending write alone
+    want = 0.9 * want + 0.1 * (i + 1)
+  np.testing.assert_allclose(a.numpy(), np.full(3, want), rtol=1e-6)

@@ -61,3 +61,17 @@ def test_the_same_tensor_twice_is_refused():
   f = TinyJit(lambda x, y: x + y)
   x = _t(np.ones(2, np.float32))
   with pytest.raises(ValueError, match="same Tensor is passed twice"): f(x, x)
+
+def test_batchnorm_running_statistics_update_on_every_replay():
+  from tinyspec import nn
+  xs = [np.random.default_rng(i).standard_normal((4, 3)).astype(np.float32) for i in range(5)]
+  def run(jit: bool) -> np.ndarray:
+    bn = nn.BatchNorm(3)
+    def f(x):
+      with Tensor.train(): out = bn(x)
+      Tensor.realize(out, bn.running_mean, bn.running_var, bn.num_batches_tracked)
+      return out
+    g = TinyJit(f) if jit else f
+    for x in xs: g(_t(x))
+    return np.concatenate([bn.running_mean.numpy(), bn.running_var.numpy(), bn.num_batches_tracked.numpy().reshape(1)])
+  np.testing.assert_allclose(run(True), run(False), rtol=1e-6)  # a replay writes the statistics' buffers as a plain call does

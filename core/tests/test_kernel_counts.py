@@ -67,3 +67,13 @@ def test_conv2d_is_one_kernel():
   for i in range(8):
     for j in range(8): expect[0, :, i, j] = np.einsum("chw,ochw->o", xp[0, :, i:i + 3, j:j + 3], wn)
   np.testing.assert_allclose(out, expect, rtol=1e-4, atol=1e-4)
+
+def test_a_matmul_reads_a_transcendental_input_from_memory():
+  (xn, wn), (x, w) = inputs((16, 32), (32, 8))
+  n, out = kernels_run(x.exp() @ w)
+  assert n == 2  # exp(x) once into a buffer, then the matmul: fused, each exp would be redone for each of the 8 columns
+  np.testing.assert_allclose(out, np.exp(xn) @ wn, rtol=1e-4)
+  n, out = kernels_run(x.relu() @ w)
+  assert n == 1  # a cheap input stays fused
+  np.testing.assert_allclose(out, np.maximum(xn, 0) @ wn, rtol=1e-4, atol=1e-5)
+

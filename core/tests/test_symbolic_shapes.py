@@ -1,8 +1,5 @@
 """Symbolic shapes at the Tensor level: binding a variable, where a bound one may stand, the errors for what it may not, and
 one compile (and one schedule) serving every value of the variable. The values on each device: conformance/test_symbolic.py."""
-import importlib.util
-import pathlib
-
 import numpy as np
 import pytest
 from tinyspec import Tensor, TinyJit, dtypes
@@ -10,7 +7,6 @@ from tinyspec.engine.realize import stats
 from tinyspec.uop.uop import UOp
 
 N = UOp.variable("n", 1, 16)
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def test_bind_checks_the_variable_and_the_value():
@@ -93,9 +89,3 @@ def test_tinyjit_output_takes_the_new_shape():
     out = f(src[:N.bind(k)].contiguous().realize())
     assert out.shape[0].bound_value == k
     np.testing.assert_array_equal(out.numpy(), src.numpy()[:k] + 1)
-
-def test_kv_cache_example_runs():
-  spec = importlib.util.spec_from_file_location("kv_cache", ROOT / "examples" / "kv_cache.py")
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  assert module.main(["--steps", "6", "--device", "PYTHON"]) == 0

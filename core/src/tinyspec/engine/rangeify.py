@@ -9,6 +9,9 @@ Which nodes get a buffer of their own (and so end a kernel):
     broadcast element; with the broadcast axes innermost, linearize computes it once per row, before the loops over
     them, so softmax (max, sum and the divide) and a layernorm are one kernel per row on a CPU;
   - a REDUCE read by two or more kernels;
+  - an elementwise value made with a TRANSCENDENTAL op, from memory, read by a reduction through a broadcasting EXPAND (a
+    matmul's gelu'd or softmax'd input): fused, the matmul would redo the exp once per output column (a GPT block's MLP
+    down-projection 17 -> 0.2 ms);
   - a PAD of PAD_REALIZE_MIN or more elements from memory, read by a reduction through a broadcasting EXPAND (a padded
     convolution's input, read once per window and output channel): fused, every one of those reads carries the
     padding's validity gate, which keeps the reduction's inner loop from vectorizing (CPU conv2d 20 -> 47 GFLOP/s with
@@ -65,6 +68,9 @@ def buffer_size(shape: tuple) -> int:
 
 def _expands(u: UOp) -> bool: return any(a == 1 and b != 1 for a, b in zip(u.src[0].shape, u.shape))
 
+TRANSCENDENTAL = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.POW})
+"""The ops whose decompositions cost tens of instructions: a value made with one is computed once, not once per reuse."""
+
 PAD_REALIZE_MIN = 1 << 16
 """The fewest elements a padded input must have to be made once in a kernel of its own (below, a second kernel's launch
 costs more than the gates it saves)."""
@@ -107,26 +113,34 @@ def find_realized(body: UOp, gpu: bool = True, groups: dict[UOp, UOp] | None = N
   groups = groups or {}
   realized = {v for v in body.src if v.op not in (Ops.PARAM, Ops.AFTER)}
   from_memory: set[UOp] = set()  # the nodes whose value reads a buffer (arange's padded constants do not)
+  costly: dict[UOp, bool] = {}  # the nodes whose value, down to the buffers it reads, takes a transcendental (exp, log ...)
   for u in body.toposort():
     if u.op in (Ops.CONTIGUOUS, Ops.STORE): realized.add(u)
     if u.op is Ops.COPY: realized.update((u, u.src[0]))
     if u.op is Ops.PARAM or any(s in from_memory for s in u.src): from_memory.add(u)
+    costly[u] = u.op in TRANSCENDENTAL or any(costly[s] for s in u.src if s not in realized)
   # users before sources, carrying which kernels read each node, whether through a broadcast, whether by a reduction, and
   # whether some path from its kernel's root reorders axes (so a broadcast REDUCE under it would not be once per row)
   readers: dict[UOp, frozenset[UOp]] = {}
   broadcast: dict[UOp, bool] = {}
   reduced: dict[UOp, bool] = {}
   reordered: dict[UOp, bool] = {}
+  into: dict[UOp, bool] = {}  # some path from its kernel's root passes a REDUCE, then a broadcasting EXPAND: a reduction's broadcast input
   for u in body.toposort()[::-1]:
     if u.op is Ops.REDUCE and ((broadcast.get(u, False) and (gpu or reordered.get(u, False))) or len(readers.get(u, ())) > 1): realized.add(u)
     if u.op is Ops.PAD and broadcast.get(u, False) and reduced.get(u, False) and u in from_memory and buffer_size(u.shape) >= PAD_REALIZE_MIN:
       realized.add(u)
-    if u in realized: mine, flag, red, moved = frozenset((groups.get(u, u),)), False, False, False
-    else: mine, flag, red, moved = readers.get(u, frozenset()), broadcast.get(u, False), reduced.get(u, False), reordered.get(u, False)
-    flag, red, moved = flag or (u.op is Ops.EXPAND and _expands(u)), red or u.op is Ops.REDUCE, moved or not _keeps_rows(u)
+    if u.op in GroupOp.Elementwise and costly[u] and into.get(u, False) and u in from_memory:
+      realized.add(u)  # a matmul's gelu'd input: fused, each element's exp would be redone once per output column
+    if u in realized: mine, flag, red, moved, inp = frozenset((groups.get(u, u),)), False, False, False, False
+    else:
+      mine, flag, red = readers.get(u, frozenset()), broadcast.get(u, False), reduced.get(u, False)
+      moved, inp = reordered.get(u, False), into.get(u, False)
+    expanding = u.op is Ops.EXPAND and _expands(u)
+    flag, inp, red, moved = flag or expanding, inp or (expanding and red), red or u.op is Ops.REDUCE, moved or not _keeps_rows(u)
     for s in u.src:
       readers[s], broadcast[s], reduced[s] = readers.get(s, frozenset()) | mine, broadcast.get(s, False) or flag, reduced.get(s, False) or red
-      reordered[s] = reordered.get(s, False) or moved
+      reordered[s], into[s] = reordered.get(s, False) or moved, into.get(s, False) or inp
   return {u for u in realized if u.op is not Ops.PARAM}  # an argument already has its buffer
 
 

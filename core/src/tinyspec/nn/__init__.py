@@ -8,9 +8,8 @@ optimizer given them turns it on.
 Train and eval mode follow tinygrad: one global flag, `Tensor.training` (False by default), set for a block with
 `with Tensor.train():` (`Tensor.train(False)` for eval). Only BatchNorm reads it here.
 
-BatchNorm's running statistics are Tensors with requires_grad=False whose value is replaced (lazily) on every training-mode
-call; they are among `get_parameters(model)`, and an optimizer realizes such tensors together with each step, so give it
-all of them (as `get_parameters` does) or realize them yourself, else their graphs grow with every call."""
+BatchNorm's running statistics are Tensors with requires_grad=False whose buffers are written (assigned and realized) on
+every training-mode call; they are among `get_parameters(model)` (an optimizer leaves them alone)."""
 from __future__ import annotations
 
 import math
@@ -18,6 +17,7 @@ from collections.abc import Sequence
 
 from tinyspec.dtype import DType, dtypes
 from tinyspec.tensor import Tensor
+from tinyspec.uop.ops import Ops
 
 IntOrTuple = int | Sequence[int]
 MACHINE_EPS = {dtypes.float16: 2.0 ** -10, dtypes.bfloat16: 2.0 ** -7, dtypes.float32: 2.0 ** -23, dtypes.float64: 2.0 ** -52}  # torch.finfo(dt).eps
@@ -32,8 +32,10 @@ def _uniform(shape: tuple[int, ...], bound: float, device: str | None, dtype: DT
   return Tensor.uniform(*shape, low=-bound, high=bound, dtype=dtype, device=device)
 
 def _replace(t: Tensor, new: Tensor) -> None:
-  """Give `t` the (lazy) value `new` in place, so every holder of `t` (a state dict, an optimizer) sees the new value."""
-  t.uop = new.cast(t.dtype).uop
+  """Write the value `new` into `t`'s buffer now (`assign`, realized), so every holder of `t` (a state dict, an optimizer)
+  sees the new value, and a step captured by TinyJit writes it again on every replay."""
+  if t.uop.op is not Ops.BUFFER: t.realize()  # a fresh statistic (zeros, ones) gets its buffer on first use
+  t.assign(new.cast(t.dtype)).realize()
 
 
 class Linear:

@@ -62,6 +62,9 @@ _unset_leaves = _LiveSet()
 # every live Tensor, for assign: before a write lands, the lazy tensors reading the old contents are computed with it
 _all_tensors = _LiveSet()
 _assigned: weakref.WeakKeyDictionary[UOp, None] = weakref.WeakKeyDictionary()  # BUFFERs with an assign not yet realized
+# AFTERs whose write has run -> their BUFFER: a graph built before the write landed (x = t + 1 with t's assign pending)
+# reads the buffer, and must not run that write again
+_landed: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
 
 def _old_readers(todo: list[Tensor]) -> list[Tensor]:
   """The live lazy tensors (not in `todo`) whose value reads a buffer with a pending assign directly, not through that
@@ -198,6 +201,11 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Los
   def realize(self, *others: Tensor) -> Tensor:
     """Compute this tensor (and `others`, scheduled together) into buffers; afterwards each one's `uop` is its BUFFER."""
     todo = [t for t in (self, *others) if not engine.is_realized(t.uop)]
+    unlanded: dict[int, UOp] = {}  # a tensor's graph as it was, before the landed writes in it were taken out
+    if _landed:
+      done = dict(_landed.items())
+      for t in todo:
+        if (new := t.uop.substitute(done)) is not t.uop: unlanded[id(t)], t.uop = t.uop, new
     if _assigned and (afters := {u for t in todo for u in t.uop.toposort() if u.op is Ops.AFTER}):
       # an assign lands now: the tensors it is the value of become its buffer too, and reads of the old contents run first
       chosen = {id(t) for t in todo}
@@ -209,7 +217,10 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Los
       keep = grad_path(UOp.sink(*(t.uop for t in group)), {x.uop for x in _grad_tensors}) if _grad_tensors else set()
       for t, buf in zip(group, engine.realize(*(t.uop for t in group), device=device)):
         if t._requires_grad is None and t.uop in keep: t._forward = (buf, t.uop)
-        if t.uop.op is Ops.AFTER: _assigned.pop(t.uop.src[0], None)
+        if t.uop.op is Ops.AFTER:
+          _assigned.pop(t.uop.src[0], None)
+          for after in (t.uop, unlanded.get(id(t))):  # other graphs may hold either form of this write
+            if after is not None: _landed[after] = buf
         t.uop = buf
     return self
   def numpy(self) -> np.ndarray:
