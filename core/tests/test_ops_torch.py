@@ -189,3 +189,33 @@ def test_interpolate(kw):
   check(lambda x: x.interpolate(**kw), lambda x: F.interpolate(x, **kw), rng.standard_normal((2, 3, 5, 6)).astype(np.float32), rtol=1e-4, atol=1e-5)
   line = rng.standard_normal((2, 3, 5)).astype(np.float32)
   check(lambda x: x.interpolate(size=11, mode="linear"), lambda x: F.interpolate(x, size=11, mode="linear"), line)
+
+# ---- views, diagonals, grids, scans, initializers ----
+def test_view_diagonal_diag_meshgrid():
+  a, b3 = rng.standard_normal((4, 6)).astype(np.float32), rng.standard_normal((2, 5, 3)).astype(np.float32)
+  v = rng.standard_normal(4).astype(np.float32)
+  check(lambda x: x.view(6, 4), lambda x: x.view(6, 4), a)
+  for offset in (0, 2, -1):
+    check(lambda x, k=offset: x.diagonal(k), lambda x, k=offset: x.diagonal(k), a)
+  check(lambda x: x.diagonal(1, 0, 2), lambda x: x.diagonal(1, 0, 2), b3)
+  assert Tensor(a).diagonal(7).shape == (0,)
+  for k in (0, 1, -2):
+    check(lambda x, k=k: x.diag(k), lambda x, k=k: torch.diag(x, k), v)
+  check(lambda x: x.diag(1), lambda x: torch.diag(x, 1), a)
+  for indexing in ("ij", "xy"):
+    ours = Tensor(v).meshgrid(Tensor(v[:3]), indexing=indexing)
+    theirs = torch.meshgrid(torch.tensor(v), torch.tensor(v[:3]), indexing=indexing)
+    for got, want in zip(ours, theirs): np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+def test_cummin_logcumsumexp_and_initializers():
+  a = rng.standard_normal((4, 6)).astype(np.float32)
+  check(lambda x: x.cummin(1), lambda x: torch.cummin(x, 1)[0], a)
+  np.testing.assert_array_equal(Tensor(np.array([3, 1, 2, 0], np.int32)).cummin(0).numpy(), [3, 1, 1, 0])
+  check(lambda x: x.logcumsumexp(1), lambda x: torch.logcumsumexp(x, 1), a * 30)  # terms 100 apart: a shared shift would underflow
+  check(lambda x: x.logcumsumexp(0), lambda x: torch.logcumsumexp(x, 0), a)
+  bound = math.sqrt(3) * math.sqrt(2 / (1 + 0.01 ** 2)) / math.sqrt(32)
+  w = Tensor.kaiming_uniform(256, 32).numpy()
+  assert np.abs(w).max() <= bound and abs(w.std() - bound / math.sqrt(3)) < 0.05 * bound
+  assert abs(Tensor.kaiming_normal(256, 50).numpy().std() - math.sqrt(2 / (1 + 1e-4)) / math.sqrt(50)) < 0.01
+  assert np.abs(Tensor.glorot_uniform(64, 32).numpy()).max() <= math.sqrt(6 / 96) and Tensor.xavier_uniform(3, 4).shape == (3, 4)
+  assert np.abs(Tensor.scaled_uniform(4, 4).numpy()).max() <= 0.25

@@ -203,6 +203,38 @@ class MovementMixin:
     return out
 
   # ---- built from them ----
+  def view(self: Tensor, *shape) -> Tensor:
+    """PyTorch's view: a reshape (a lazy tensor has no strides that could make a view impossible)."""
+    return self.reshape(*shape)
+  def diagonal(self: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
+    """The diagonal of the (dim1, dim2) planes as a new last axis, above the main one for offset > 0 (torch.diagonal): the
+    plane cut to n x n, flattened, padded to n rows of n + 1 and their first column kept."""
+    d1, d2 = resolve_dim(dim1, self.ndim), resolve_dim(dim2, self.ndim)
+    if d1 == d2: raise RuntimeError(f"diagonal: dim1 and dim2 are both {d1}")
+    x = self.permute([a for a in range(self.ndim) if a not in (d1, d2)] + [d1, d2])
+    r, c = x.shape[-2:]
+    x = x[..., max(0, -offset):, max(0, offset):] if r and c else x
+    n = max(0, min(x.shape[-2], x.shape[-1]))
+    lead = x.shape[:-2]
+    if n == 0: return type(self).zeros(*lead, 0, dtype=self.dtype, device=self.device)
+    x = x[..., :n, :n].reshape(*lead, n * n).pad([None] * len(lead) + [(0, n)])
+    return x.reshape(*lead, n, n + 1)[..., 0]
+  def diag(self: Tensor, diagonal: int = 0) -> Tensor:
+    """torch.diag: a 1-D tensor's values on a square matrix's `diagonal`, or a 2-D tensor's `diagonal`."""
+    if self.ndim == 2: return self.diagonal(diagonal)
+    if self.ndim != 1: raise RuntimeError(f"diag: expected a 1-D or 2-D tensor, got shape {self.shape}")
+    n, k = self.shape[0], abs(diagonal)
+    eye = type(self).eye(n, dtype=dtypes.bool, device=self.device)
+    square = eye.where(self.reshape(n, 1), 0).cast(self.dtype)  # x[i] at (i, i)
+    return square.pad(((0, k), (k, 0)) if diagonal >= 0 else ((k, 0), (0, k)))
+  def meshgrid(self: Tensor, *others: Tensor, indexing: str = "ij") -> tuple[Tensor, ...]:
+    """Coordinate grids from 1-D tensors (torch.meshgrid): indexing "ij" (matrix) or "xy" (the first two axes swapped)."""
+    if indexing not in ("ij", "xy"): raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
+    ts = [self, *others]
+    if any(t.ndim != 1 for t in ts): raise RuntimeError(f"meshgrid: expected 1-D tensors, got shapes {[t.shape for t in ts]}")
+    shape = tuple(t.shape[0] for t in ts)
+    grids = [t.reshape(*(-1 if i == j else 1 for j in range(len(ts)))).expand(*shape) for i, t in enumerate(ts)]
+    return tuple(g.transpose(0, 1) for g in grids) if indexing == "xy" and len(ts) > 1 else tuple(grids)
   def transpose(self: Tensor, dim0: int = 1, dim1: int = 0) -> Tensor:
     """Axes dim0 and dim1 swapped."""
     order = list(range(self.ndim))

@@ -112,6 +112,31 @@ class RandomMixin:
     out.requires_grad = requires_grad
     return out
 
+  # ---- initializers, tinygrad's: fan_in is the product of the axes after the first ----
+  @classmethod
+  def scaled_uniform(cls, *shape, **kwargs) -> Tensor:
+    """Uniform in [-1, 1) scaled by 1/sqrt(numel)."""
+    shape = shape_arg(*shape)
+    return cls.uniform(*shape, low=-1.0, high=1.0, **kwargs) * math.prod(shape) ** -0.5
+  @classmethod
+  def glorot_uniform(cls, *shape, **kwargs) -> Tensor:
+    """Uniform in +-sqrt(6 / (fan_out + fan_in)) (Glorot and Bengio; PyTorch's xavier_uniform_ with gain 1)."""
+    shape = shape_arg(*shape)
+    bound = math.sqrt(6 / (shape[0] + math.prod(shape[1:]))) if shape else 1.0
+    return cls.uniform(*shape, low=-bound, high=bound, **kwargs)
+  xavier_uniform = glorot_uniform
+  @classmethod
+  def kaiming_uniform(cls, *shape, a: float = 0.01, **kwargs) -> Tensor:
+    """Uniform in +-sqrt(3) * gain / sqrt(fan_in), gain sqrt(2 / (1 + a^2)) (He et al., leaky ReLU slope a)."""
+    shape = shape_arg(*shape)
+    bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a * a)) / math.sqrt(max(1, math.prod(shape[1:])))
+    return cls.uniform(*shape, low=-bound, high=bound, **kwargs)
+  @classmethod
+  def kaiming_normal(cls, *shape, a: float = 0.01, **kwargs) -> Tensor:
+    """Normal with standard deviation sqrt(2 / (1 + a^2)) / sqrt(fan_in)."""
+    shape = shape_arg(*shape)
+    return cls.normal(*shape, std=math.sqrt(2.0 / (1 + a * a)) / math.sqrt(max(1, math.prod(shape[1:]))), **kwargs)
+
   def rand_like(self: Tensor, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
     """rand with this tensor's shape, dtype and device unless given."""
     return type(self).rand(self.shape, dtype=dtype or self.dtype, device=device or self.device)

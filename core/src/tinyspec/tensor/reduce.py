@@ -153,6 +153,25 @@ class ReduceMixin:
     """Running maxima along `axis` (the values; PyTorch's cummax also returns indices)."""
     return self._scan(axis, "max")
 
+  def cummin(self: Tensor, axis: int = 0) -> Tensor:
+    """Running minima along `axis` (the values): -cummax(-x) for floats, ~cummax(~x) for ints (~ reverses their order)."""
+    return -((-self).cummax(axis)) if dtypes.is_float(self.dtype) else ~((~self).cummax(axis))
+
+  def logcumsumexp(self: Tensor, axis: int = 0) -> Tensor:
+    """log(sum_{j<=i} exp(x_j)) along `axis`. Each prefix i is shifted by its own running maximum c_i, so no exp overflows
+    and none of a prefix's terms all underflow: sum_j [j <= i] exp(x_j - c_i), an (n, n) masked sum per row (as sort)."""
+    x = self._float()
+    if x.ndim == 0 or x.shape[axis] == 0: return x
+    ax = resolve_dim(axis, x.ndim)
+    xt = x.transpose(ax, -1)
+    n = xt.shape[-1]
+    c = xt.cummax(-1).detach()
+    c = c.isinf().where(0.0, c)  # a prefix of -inf (or one reaching +inf): no shift
+    i = type(self).arange(n, device=self.device)
+    upto = i.reshape(1, n) <= i.reshape(n, 1)  # (i, j): j <= i
+    diff = upto.where(xt.unsqueeze(-2) - c.unsqueeze(-1), 0.0)  # 0 where masked: exp of it stays finite
+    return (upto.where(diff.exp(), 0.0).sum(-1).log() + c).transpose(ax, -1)
+
   def _scan(self: Tensor, axis: int, op: str) -> Tensor:
     ax = resolve_dim(axis, self.ndim)
     if self.ndim == 0 or self.shape[ax] == 0: return self.cast(getattr(self, op)().dtype) if op != "max" else self
