@@ -219,3 +219,26 @@ def test_cummin_logcumsumexp_and_initializers():
   assert abs(Tensor.kaiming_normal(256, 50).numpy().std() - math.sqrt(2 / (1 + 1e-4)) / math.sqrt(50)) < 0.01
   assert np.abs(Tensor.glorot_uniform(64, 32).numpy()).max() <= math.sqrt(6 / 96) and Tensor.xavier_uniform(3, 4).shape == (3, 4)
   assert np.abs(Tensor.scaled_uniform(4, 4).numpy()).max() <= 0.25
+
+def test_unfold_masked_select_nonzero():
+  a = rng.standard_normal((4, 7)).astype(np.float32)
+  for dim, size, step in ((1, 3, 2), (0, 2, 1), (1, 7, 1), (-1, 1, 3)):
+    check(lambda x, d=dim, n=size, s=step: x.unfold(d, n, s), lambda x, d=dim, n=size, s=step: x.unfold(d, n, s), a)
+  with pytest.raises(RuntimeError, match="unfold: size 8"): Tensor(a).unfold(1, 8, 1)
+  mask = a > 0.3
+  check(lambda x: x.masked_select(Tensor(mask)), lambda x: x.masked_select(torch.tensor(mask)), a)
+  check(lambda x: x.masked_select(Tensor(mask[0])), lambda x: x.masked_select(torch.tensor(mask[0])), a)  # broadcast over rows
+  np.testing.assert_array_equal(Tensor(mask).nonzero().numpy(), torch.tensor(mask).nonzero().numpy())
+  assert Tensor(np.zeros((2, 3), np.float32)).nonzero().shape == (0, 2)
+
+def test_isinf_sides_randint_shape_and_reshape_none():
+  x = Tensor(np.array([np.inf, -np.inf, 1.0, np.nan], np.float32))
+  for pos, neg in ((True, True), (True, False), (False, True), (False, False)):
+    want = torch.isposinf(torch.tensor(x.numpy())) & pos | torch.isneginf(torch.tensor(x.numpy())) & neg
+    np.testing.assert_array_equal(x.isinf(detect_positive=pos, detect_negative=neg).numpy(), want.numpy())
+  r = Tensor.randint(3, 4, low=5, high=9).numpy()  # tinygrad's form: sizes, with low and high as keywords
+  assert r.shape == (3, 4) and r.min() >= 5 and r.max() < 9
+  assert Tensor.randint(10, (2, 5)).shape == (2, 5)  # PyTorch's form still
+  t = Tensor.ones(2, 3, 4)
+  assert t.reshape(None, -1).shape == (2, 12) and t.reshape((None, 12)).shape == (2, 12) and t.reshape(None, None, 2, 2).shape == (2, 3, 2, 2)
+  with pytest.raises(RuntimeError, match="has no size to keep"): t.reshape(1, 1, 1, None)

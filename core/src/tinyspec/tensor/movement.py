@@ -121,7 +121,13 @@ class MovementMixin:
 
   # ---- the six movement ops ----
   def reshape(self: Tensor, shape, *args) -> Tensor:
-    """The same elements in row-major order with a new shape; one size may be -1 (inferred)."""
+    """The same elements in row-major order with a new shape; one size may be -1 (inferred), and None keeps that axis' size."""
+    given = tuple(shape) if isinstance(shape, (tuple, list)) and not args else (shape, *args)
+    if any(s is None for s in given):
+      if any(s is None and i >= self.ndim for i, s in enumerate(given)):
+        raise RuntimeError(f"reshape {given}: a None past the tensor's {self.ndim} axes (shape {self.shape}) has no size to keep")
+      given = tuple(self.shape[i] if s is None else s for i, s in enumerate(given))
+      shape, args = given, ()
     new = shape_arg(shape, *args)
     if (unknown := sum(_is(s, -1) for s in new)) > 1: raise RuntimeError(f"reshape {new}: only one dimension can be -1")
     if any(isinstance(s, int) and s < -1 for s in new): raise RuntimeError(f"reshape {new}: invalid negative size")
@@ -206,6 +212,25 @@ class MovementMixin:
   def view(self: Tensor, *shape) -> Tensor:
     """PyTorch's view: a reshape (a lazy tensor has no strides that could make a view impossible)."""
     return self.reshape(*shape)
+  def unfold(self: Tensor, dim: int, size: int, step: int) -> Tensor:
+    """Every window of `size` elements along `dim`, `step` apart, as a new last axis (torch.Tensor.unfold): a gather of the
+    window positions."""
+    d = resolve_dim(dim, self.ndim)
+    n = self.shape[d] if self.ndim else 1
+    if size < 0 or step < 1 or size > n:
+      raise RuntimeError(f"unfold: size {size} and step {step} for an axis of size {n} (need 0 <= size <= {n}, step >= 1)")
+    at = np.arange((n - size) // step + 1)[:, None] * step + np.arange(size)[None, :]  # (windows, size)
+    out = self[(slice(None),) * d + (at,)]  # the windows and their elements where the axis was
+    return out.permute([a for a in range(out.ndim) if a != d + 1] + [d + 1])
+  def masked_select(self: Tensor, mask: Tensor) -> Tensor:
+    """The elements where the bool mask (broadcast to this shape) is true, as a 1-D tensor in row-major order. The mask is
+    read now (the result's length depends on it); the values stay lazy and keep their gradient."""
+    if mask.dtype != dtypes.bool: raise TypeError(f"masked_select: the mask must be bool, got {mask.dtype}")
+    where = np.flatnonzero(np.broadcast_to(mask.numpy(), self.shape))
+    return self.reshape(-1)[where.astype(np.int32 if where.size == 0 or where.max() < 2 ** 31 else np.int64)]
+  def nonzero(self: Tensor) -> Tensor:
+    """The indices of the nonzero elements, one row of ndim int64 indices each (torch.nonzero); reads the values now."""
+    return type(self)(np.argwhere(self.numpy()).astype(np.int64).reshape(-1, self.ndim), device=self.device)
   def diagonal(self: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
     """The diagonal of the (dim1, dim2) planes as a new last axis, above the main one for offset > 0 (torch.diagonal): the
     plane cut to n x n, flattened, padded to n rows of n + 1 and their first column kept."""

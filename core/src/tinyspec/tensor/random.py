@@ -79,8 +79,10 @@ class RandomMixin:
   @classmethod
   def randint(cls, *args, low: int | None = None, high: int | None = None, size=None, dtype: DType | str | None = None,
               device: str | None = None) -> Tensor:
-    """Uniform integers in [low, high), as torch.randint: randint(high, size), randint(low, high, size), or keywords.
-    `dtype` defaults to int32. The bits taken modulo (high - low): the bias is below (high - low) / 2^64."""
+    """Uniform integers in [low, high), as torch.randint: randint(high, size), randint(low, high, size), or keywords; or
+    tinygrad's randint(*shape, low=, high=) (sizes as positional ints when high is a keyword). `dtype` defaults to int32.
+    The bits taken modulo (high - low): the bias is below (high - low) / 2^64."""
+    if args and high is not None and size is None and all(isinstance(a, int) for a in args): size, args = args, ()
     if len(args) == 3: low, high, size = args
     elif len(args) == 2 and isinstance(args[1], (tuple, list)): high, size = args
     elif len(args) == 2: low, high = args

@@ -672,7 +672,9 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Los
     s = (self < 0).where(self._const_like(-1), s)
     return self.isnan().where(self, s) if dtypes.is_float(self.dtype) else s
   def isnan(self) -> Tensor: return self.ne(self) if dtypes.is_float(self.dtype) else self.full_like(False, dtypes.bool)
-  def isinf(self) -> Tensor: return (self == math.inf) | (self == -math.inf) if dtypes.is_float(self.dtype) else self.full_like(False, dtypes.bool)
+  def isinf(self, detect_positive: bool = True, detect_negative: bool = True) -> Tensor:
+    if not dtypes.is_float(self.dtype) or not (detect_positive or detect_negative): return self.full_like(False, dtypes.bool)
+    return (self == math.inf) | (self == -math.inf) if detect_positive and detect_negative else self == (math.inf if detect_positive else -math.inf)
   def isfinite(self) -> Tensor: return (self.isnan() | self.isinf()).logical_not()
   def square(self) -> Tensor: return self * self
   def _math(self, f: Callable[[Tensor], Tensor]) -> Tensor:
