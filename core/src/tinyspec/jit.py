@@ -100,7 +100,7 @@ def _launch_each(launches: list[Launch], buffers: list[Buffer], handles: list[An
   for launch in launches:
     args = launch.handles
     for position, slot in launch.inputs: args[position] = handles[slot]
-    vals = tuple(values[name] for name in launch.variables)
+    vals = tuple(values[name] for name in launch.variables) if launch.variables else ()
     launch.program(*args, global_size=launch.global_size, local_size=launch.local_size, vals=vals)
 
 def _copy(dest: Buffer | int, src: Buffer | int, buffers: list[Buffer], handles: list[Any], values: dict[str, int]) -> None:
