@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 
 from tinyspec.dtype import DType, dtypes
 from tinyspec.uop.ops import AxisType, GroupOp, Ops
-from tinyspec.uop.properties import sint_max, vec_values
+from tinyspec.uop.properties import sint_is, sint_max, vec_values
 from tinyspec.uop.rewrite import PatternMatcher, UPat, graph_rewrite
 from tinyspec.uop.spec import verify_between_stages
 from tinyspec.uop.symbolic import sym
@@ -159,19 +159,17 @@ def flat_index(idxs: tuple[UOp, ...], shape: tuple[int, ...]) -> UOp:
 def _unflatten(flat: UOp, shape: tuple[int, ...]) -> tuple[UOp, ...]:
   return tuple(UOp.const(0) if s == 1 else (flat // st) % s for st, s in zip(_strides(shape), shape))
 
-def _unit(s) -> bool: return isinstance(s, int) and s == 1
-
 def _squeezes(shape: tuple, new: tuple) -> bool:
   """Whether reshaping `shape` to `new` only adds or drops axes of size 1."""
-  return [s for s in shape if not _unit(s)] == [s for s in new if not _unit(s)]
+  return [s for s in shape if not sint_is(s, 1)] == [s for s in new if not sint_is(s, 1)]
 
 def _reindex(idxs: tuple[UOp, ...], shape: tuple, new: tuple) -> tuple[UOp, ...]:
   """Index tuple `idxs` of `shape` as an index of the same element in `new` (a reshape). Where the two differ only by axes of
   size 1 the other indices pass straight through (a keepdim reduce read as its squeezed value is then read at the very
   index tuple its other readers use, so it is lowered, and computed, once); otherwise flatten and unflatten."""
   if not _squeezes(shape, new): return _unflatten(flat_index(idxs, shape), new)
-  kept = iter(i for i, s in zip(idxs, shape) if not _unit(s))
-  return tuple(_ZERO if _unit(s) else next(kept) for s in new)
+  kept = iter(i for i, s in zip(idxs, shape) if not sint_is(s, 1))
+  return tuple(_ZERO if sint_is(s, 1) else next(kept) for s in new)
 
 _IDENTITY = {Ops.ADD: 0, Ops.MUL: 1}
 def reduce_identity(op: Ops, dtype: DType) -> UOp:

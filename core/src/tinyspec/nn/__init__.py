@@ -9,7 +9,7 @@ Train and eval mode follow tinygrad: one global flag, `Tensor.training` (False b
 `with Tensor.train():` (`Tensor.train(False)` for eval). Only BatchNorm reads it here.
 
 BatchNorm's running statistics are Tensors with requires_grad=False whose buffers are written (assigned and realized) on
-every training-mode call; they are among `get_parameters(model)` (an optimizer leaves them alone)."""
+every training-mode call; they are among `get_parameters(model)` (an optimizer given them only realizes them: a no-op)."""
 from __future__ import annotations
 
 import math
@@ -47,14 +47,22 @@ class Linear:
   def __call__(self, x: Tensor) -> Tensor: return x.linear(self.weight, self.bias)
 
 
+def _conv_setup(layer: str, in_channels: int, out_channels: int, kernel_size: IntOrTuple, spatial: int, groups: int) -> tuple[int, ...]:
+  """The kernel as a tuple of `spatial` sizes (an int repeated), after checking that `groups` divides both channel counts."""
+  if groups < 1 or in_channels % groups or out_channels % groups:
+    raise ValueError(f"{layer}: groups={groups} must divide in_channels={in_channels} and out_channels={out_channels}")
+  k = (kernel_size,) * spatial if isinstance(kernel_size, int) else tuple(kernel_size)
+  if spatial == 1 and len(k) != 1: raise ValueError(f"{layer}: kernel_size must be one int, got {kernel_size}")
+  return k
+
+
 class Conv2d:
   """2-D convolution as torch.nn.Conv2d: weight (out_channels, in_channels/groups, *kernel_size); padding an int, a tuple or
   'valid'/'same'. Weight and bias are uniform in +-1/sqrt(fan_in), fan_in = in_channels/groups * prod(kernel_size)."""
+  spatial = 2  # the axes an int kernel_size covers
   def __init__(self, in_channels: int, out_channels: int, kernel_size: IntOrTuple, stride: IntOrTuple = 1, padding: IntOrTuple | str = 0,
                dilation: IntOrTuple = 1, groups: int = 1, bias: bool = True, device: str | None = None, dtype: DType | None = None):
-    if groups < 1 or in_channels % groups or out_channels % groups:
-      raise ValueError(f"Conv2d: groups={groups} must divide in_channels={in_channels} and out_channels={out_channels}")
-    k = (kernel_size,) * 2 if isinstance(kernel_size, int) else tuple(kernel_size)
+    k = _conv_setup(type(self).__name__, in_channels, out_channels, kernel_size, self.spatial, groups)
     self.stride, self.padding, self.dilation, self.groups, self.kernel_size = stride, padding, dilation, groups, k
     bound = _kaiming_bound(in_channels // groups * math.prod(k))
     self.weight = _uniform((out_channels, in_channels // groups, *k), bound, device, dtype)
@@ -64,12 +72,7 @@ class Conv2d:
 
 class Conv1d(Conv2d):
   """1-D convolution as torch.nn.Conv1d: an (N, C, L) input, weight (out_channels, in_channels/groups, kernel_size)."""
-  def __init__(self, in_channels: int, out_channels: int, kernel_size: IntOrTuple, stride: IntOrTuple = 1, padding: IntOrTuple | str = 0,
-               dilation: IntOrTuple = 1, groups: int = 1, bias: bool = True, device: str | None = None, dtype: DType | None = None):
-    k = (kernel_size,) if isinstance(kernel_size, int) else tuple(kernel_size)
-    if len(k) != 1: raise ValueError(f"Conv1d: kernel_size must be one int, got {kernel_size}")
-    super().__init__(in_channels, out_channels, (1, *k), stride, padding, dilation, groups, bias, device, dtype)
-    self.weight, self.kernel_size = self.weight.reshape(out_channels, in_channels // groups, *k).contiguous(), k
+  spatial = 1
 
 
 class ConvTranspose2d:
@@ -78,9 +81,7 @@ class ConvTranspose2d:
   def __init__(self, in_channels: int, out_channels: int, kernel_size: IntOrTuple, stride: IntOrTuple = 1, padding: IntOrTuple = 0,
                output_padding: IntOrTuple = 0, groups: int = 1, bias: bool = True, dilation: IntOrTuple = 1, device: str | None = None,
                dtype: DType | None = None):
-    if groups < 1 or in_channels % groups or out_channels % groups:
-      raise ValueError(f"ConvTranspose2d: groups={groups} must divide in_channels={in_channels} and out_channels={out_channels}")
-    k = (kernel_size,) * 2 if isinstance(kernel_size, int) else tuple(kernel_size)
+    k = _conv_setup("ConvTranspose2d", in_channels, out_channels, kernel_size, 2, groups)
     self.stride, self.padding, self.output_padding, self.groups, self.dilation = stride, padding, output_padding, groups, dilation
     bound = _kaiming_bound(out_channels // groups * math.prod(k))
     self.weight = _uniform((in_channels, out_channels // groups, *k), bound, device, dtype)

@@ -18,6 +18,10 @@ def _reduced(loss: Tensor, reduction: str, weight_sum: Tensor | None = None) -> 
   if reduction == "sum": return loss.sum()
   return loss.sum() / weight_sum if weight_sum is not None else loss.mean()
 
+def _class_axis(x: Tensor) -> int:
+  """The class axis: 1 of a batched (N, C, d...) input, 0 of an unbatched (C,) one."""
+  return 1 if x.ndim >= 2 else 0
+
 def _check(reduction: str, what: str) -> None:
   if reduction not in REDUCTIONS: raise ValueError(f"{what}: reduction must be one of {REDUCTIONS}, got {reduction!r}")
 
@@ -40,16 +44,25 @@ class LossMixin:
     valid = target != ignore_index
     return (t == classes) & (valid.unsqueeze(1) if batched else valid), valid
 
+  def _class_weight(self: Tensor, weight: Tensor | None) -> Tensor | None:
+    """A per-class weight (C,) laid along the class axis of self's shape."""
+    return None if weight is None else weight.reshape((1, -1) + (1,) * (self.ndim - 2)) if self.ndim >= 2 else weight
+
+  def _picked(self: Tensor, target: Tensor, weight: Tensor | None, ignore_index: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """For log-probabilities `self` and class indices: (-w_t * self[t] per target, 0 where ignored; self weighted per class;
+    the weight of each target that counts; which targets count)."""
+    onehot, valid = self._class_mask(target, ignore_index)
+    axis, w = _class_axis(self), self._class_weight(weight)
+    weighted = self if w is None else self * w
+    counted = valid.cast(self.dtype) if w is None else onehot.where(w, 0.0).sum(axis)
+    return -onehot.where(weighted, 0.0).sum(axis), weighted, counted, valid
+
   def nll_loss(self: Tensor, target: Tensor, weight: Tensor | None = None, ignore_index: int = -100, reduction: str = "mean") -> Tensor:
     """-input[target] from log-probabilities of shape (N, C, d...) (or (C,)) and class indices; `weight` (C,) scales each
     class, and the mean is over the weights of the targets that count (`ignore_index` counts for nothing)."""
     _check(reduction, "nll_loss")
-    onehot, valid = self._class_mask(target, ignore_index)
-    axis = 1 if self.ndim >= 2 else 0
-    w = None if weight is None else weight.reshape((1, -1) + (1,) * (self.ndim - 2)) if self.ndim >= 2 else weight
-    picked = onehot.where(self if w is None else self * w, 0.0).sum(axis)
-    counted = valid.cast(self.dtype) if w is None else onehot.where(w, 0.0).sum(axis)
-    return _reduced(-picked, reduction, counted.sum())
+    nll, _, counted, _ = self._picked(target, weight, ignore_index)
+    return _reduced(nll, reduction, counted.sum())
 
   def cross_entropy(self: Tensor, target: Tensor, weight: Tensor | None = None, ignore_index: int = -100, reduction: str = "mean",
                     label_smoothing: float = 0.0) -> Tensor:
@@ -57,19 +70,15 @@ class LossMixin:
     input's shape. label_smoothing e mixes the target with the uniform distribution: (1 - e) nll + e mean_c(-w_c logp_c)."""
     _check(reduction, "cross_entropy")
     if not 0.0 <= label_smoothing <= 1.0: raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
-    axis = 1 if self.ndim >= 2 else 0
+    axis = _class_axis(self)
     logp = self.log_softmax(axis)
     c = self.shape[axis]
-    w = None if weight is None else weight.reshape((1, -1) + (1,) * (self.ndim - 2)) if self.ndim >= 2 else weight
     if dtypes.is_float(target.dtype):  # class probabilities
       if target.shape != self.shape: raise ValueError(f"cross_entropy: probabilities of shape {target.shape} for logits of shape {self.shape}")
       p = target * (1 - label_smoothing) + label_smoothing / c
-      loss = -(p * logp if w is None else p * logp * w).sum(axis)
-      return _reduced(loss, reduction)
-    onehot, valid = self._class_mask(target, ignore_index)
-    weighted = logp if w is None else logp * w
-    nll = -onehot.where(weighted, 0.0).sum(axis)
-    counted = valid.cast(logp.dtype) if w is None else onehot.where(w, 0.0).sum(axis)
+      w = self._class_weight(weight)
+      return _reduced(-(p * logp if w is None else p * logp * w).sum(axis), reduction)
+    nll, weighted, counted, valid = logp._picked(target, weight, ignore_index)
     if label_smoothing:
       smooth = -valid.where(weighted.sum(axis), 0.0) / c
       nll = nll * (1 - label_smoothing) + smooth * label_smoothing

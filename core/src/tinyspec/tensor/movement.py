@@ -12,7 +12,7 @@ import numpy as np
 
 from tinyspec.dtype import DType, dtypes, least_upper_dtype
 from tinyspec.uop.ops import Ops
-from tinyspec.uop.properties import sint_max, sint_value
+from tinyspec.uop.properties import sint_is, sint_max, sint_value
 from tinyspec.uop.rewrite import graph_rewrite
 from tinyspec.uop.symbolic import sym
 from tinyspec.uop.uop import UOp
@@ -29,10 +29,6 @@ def resolve_dim(dim: int, ndim: int) -> int:
   n = max(ndim, 1)
   if not -n <= dim < n: raise IndexError(f"dimension {dim} is out of range for a tensor with {ndim} dimensions (expected in [{-n}, {n - 1}])")
   return int(dim) % n
-
-def _is(s: Any, n: int) -> bool:
-  """Whether size `s` is the int `n` (a symbolic size never is)."""
-  return isinstance(s, int) and s == n
 
 def _sint(s: Any) -> Any:
   """A size or offset given to a method: an int, or a symbolic size (checked)."""
@@ -129,14 +125,14 @@ class MovementMixin:
       given = tuple(self.shape[i] if s is None else s for i, s in enumerate(given))
       shape, args = given, ()
     new = shape_arg(shape, *args)
-    if (unknown := sum(_is(s, -1) for s in new)) > 1: raise RuntimeError(f"reshape {new}: only one dimension can be -1")
+    if (unknown := sum(sint_is(s, -1) for s in new)) > 1: raise RuntimeError(f"reshape {new}: only one dimension can be -1")
     if any(isinstance(s, int) and s < -1 for s in new): raise RuntimeError(f"reshape {new}: invalid negative size")
     numel = self.numel()  # with symbolic sizes the counts are compared at the variables' values now
     if unknown:
-      known = math.prod(s for s in new if not _is(s, -1))
+      known = math.prod(s for s in new if not sint_is(s, -1))
       if sint_value(known) == 0 or sint_value(numel) % sint_value(known):
         raise RuntimeError(f"reshape: shape {self.shape} ({numel} elements) cannot become {new}")
-      new = tuple(simplified(numel // known) if _is(s, -1) else s for s in new)
+      new = tuple(simplified(numel // known) if sint_is(s, -1) else s for s in new)
     if sint_value(math.prod(new)) != sint_value(numel):
       raise RuntimeError(f"reshape: shape {self.shape} ({numel} elements) cannot become {new} ({math.prod(new)} elements)")
     return self if new == self.shape else self._new(self.uop.reshape(new))
@@ -148,7 +144,7 @@ class MovementMixin:
     old = (1,) * (len(new) - self.ndim) + self.shape
     new = tuple(o if n == -1 and i >= len(new) - self.ndim else n for i, (o, n) in enumerate(zip(old, new)))
     for i, (o, n) in enumerate(zip(old, new)):
-      if (isinstance(n, int) and n < 0) or (o is not n and o != n and not _is(o, 1)):
+      if (isinstance(n, int) and n < 0) or (o is not n and o != n and not sint_is(o, 1)):
         raise RuntimeError(f"expand: shape {self.shape} -> {new}: dimension {i} of size {o} is not 1, so it cannot become {n}")
     x = self.reshape(old)
     return x if new == x.shape else self._new(x.uop.expand(new))
@@ -172,8 +168,8 @@ class MovementMixin:
     for i, ((b, e), s) in enumerate(zip(bounds, self.shape)):
       if not 0 <= sint_value(b) <= sint_value(e) <= sint_value(s):
         raise IndexError(f"shrink: bounds {(b, e)} of axis {i} lie outside [0, {s}] (shape {self.shape})")
-    if all(_is(b, 0) and (e is s or _is(e, s)) for (b, e), s in zip(bounds, self.shape)): return self
-    return self._new(self.uop.shrink(tuple(b for b, _ in bounds), tuple(e if _is(b, 0) else simplified(e - b) for b, e in bounds)))
+    if all(sint_is(b, 0) and (e is s or sint_is(e, s)) for (b, e), s in zip(bounds, self.shape)): return self
+    return self._new(self.uop.shrink(tuple(b for b, _ in bounds), tuple(e if sint_is(b, 0) else simplified(e - b) for b, e in bounds)))
 
   def pad(self: Tensor, padding: Sequence, mode: str = "constant", value: float = 0.0) -> Tensor:
     """Padding as PyTorch's F.pad, (left, right) pairs from the last axis backwards, or one (before, after) pair (or None)
@@ -184,7 +180,7 @@ class MovementMixin:
     for i, ((b, a), s) in enumerate(zip(pairs, self.shape)):
       if sint_value(s) - _cut(b) - _cut(a) < 0: raise RuntimeError(f"pad: {(b, a)} cuts more than the size {s} of axis {i}")
     x = self.shrink(tuple((_cut(b), s if not _cut(a) else s - _cut(a)) for (b, a), s in zip(pairs, self.shape)))
-    if all(_is(_added(b), 0) and _is(_added(a), 0) for b, a in pairs): return x
+    if all(sint_is(_added(b), 0) and sint_is(_added(a), 0) for b, a in pairs): return x
     off = tuple(_added(b) for b, _ in pairs)
     new = tuple(simplified(o + s + _added(a)) for o, s, (_, a) in zip(off, x.shape, pairs))
     out = x.uop.pad(off, new)
@@ -226,8 +222,7 @@ class MovementMixin:
     """The elements where the bool mask (broadcast to this shape) is true, as a 1-D tensor in row-major order. The mask is
     read now (the result's length depends on it); the values stay lazy and keep their gradient."""
     if mask.dtype != dtypes.bool: raise TypeError(f"masked_select: the mask must be bool, got {mask.dtype}")
-    where = np.flatnonzero(np.broadcast_to(mask.numpy(), self.shape))
-    return self.reshape(-1)[where.astype(np.int32 if where.size == 0 or where.max() < 2 ** 31 else np.int64)]
+    return self.reshape(-1)[np.flatnonzero(np.broadcast_to(mask.numpy(), self.shape))]
   def nonzero(self: Tensor) -> Tensor:
     """The indices of the nonzero elements, one row of ndim int64 indices each (torch.nonzero); reads the values now."""
     return type(self)(np.argwhere(self.numpy()).astype(np.int64).reshape(-1, self.ndim), device=self.device)
@@ -438,7 +433,7 @@ class MovementMixin:
         start, stop = _sint(0 if e.start is None else e.start), _sint(size if e.stop is None else e.stop)
         if isinstance(start, int) and start < 0 or isinstance(stop, int) and stop < 0:
           raise IndexError(f"a slice with a symbolic bound counts from the start: negative bounds are not supported, got {e}")
-        bounds.append((start, stop)); out_shape.append(simplified(stop - start) if not _is(start, 0) else stop)
+        bounds.append((start, stop)); out_shape.append(simplified(stop - start) if not sint_is(start, 0) else stop)
       elif isinstance(e, slice):
         start, stop, step = e.indices(size)
         n = len(range(start, stop, step))

@@ -42,6 +42,10 @@ def sint_prod(xs) -> sint:
   for x in xs: out = out * x if isinstance(out, int) or not isinstance(x, int) else x * out
   return out
 
+def sint_is(x: sint, n: int) -> bool:
+  """Whether size `x` is the int `n` (a symbolic size never is: it is a UOp)."""
+  return isinstance(x, int) and x == n
+
 def sint_max(x: sint) -> int:
   """The largest value a size takes: itself, or a symbolic size's upper bound (its variables at their extremes)."""
   return x if isinstance(x, int) else int(x.vmax)

@@ -39,7 +39,8 @@ def _set(t: Tensor, new: Tensor) -> Tensor:
 
 class Optimizer:
   """The parameters it updates (those that require gradients; a float tensor's None requires_grad is turned on) and the
-  tensors it only realizes with each step (the rest: BatchNorm's running statistics, integer tensors)."""
+  tensors it only realizes with each step (the rest: integer tensors, and BatchNorm's running statistics, which BatchNorm
+  writes itself)."""
   def __init__(self, params: Iterable[Tensor], lr: float):
     params = _unique(params)
     for p in params:

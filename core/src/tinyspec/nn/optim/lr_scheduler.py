@@ -73,8 +73,7 @@ class OneCycleLR(LRScheduler):
     self.initial_lr, self.max_lr = max_lr / div_factor, max_lr
     self.min_lr = self.initial_lr / final_div_factor
     self.peak = float(pct_start * total_steps) - 1  # the step where the rate reaches max_lr
-    optimizer.lr = self.initial_lr
-    super().__init__(optimizer, last_epoch)
+    super().__init__(optimizer, last_epoch)  # its first step sets initial_lr
 
   def _anneal(self, start: float, end: float, pct: float) -> float:
     if self.anneal == "linear": return start + (end - start) * pct
