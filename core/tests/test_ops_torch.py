@@ -159,18 +159,20 @@ def test_sort_values_carry_the_gradient_and_topk():
   assert i.numpy().tolist() == [[4, 0, 2], [5, 6, 3]]
   with pytest.raises(RuntimeError, match="out of range"): Tensor(y).topk(7, -1)
 
-EINSUMS = ["ij,jk->ik", "ij,jk", "bij,kj->bik", "...j,jk->...k", "ij,kl->ikjl", "ij->", "ij->ji", "bij,bjk->bik"]
+EINSUMS = ["ij,jk->ik", "ij,jk", "bij,kj->bik", "...j,jk->...k", "ij,kl->ikjl", "ij->", "ij->ji", "bij,bjk->bik", "ii->i", "ii", "iij,jk->ik"]
 
 @pytest.mark.parametrize("formula", EINSUMS)
 def test_einsum(formula):
   shapes = {"ij,jk->ik": [(3, 4), (4, 5)], "ij,jk": [(3, 4), (4, 5)], "bij,kj->bik": [(2, 3, 4), (5, 4)], "...j,jk->...k": [(2, 3, 4), (4, 5)],
-            "ij,kl->ikjl": [(3, 4), (2, 5)], "ij->": [(3, 4)], "ij->ji": [(3, 4)], "bij,bjk->bik": [(2, 3, 4), (2, 4, 5)]}[formula]
+            "ij,kl->ikjl": [(3, 4), (2, 5)], "ij->": [(3, 4)], "ij->ji": [(3, 4)], "bij,bjk->bik": [(2, 3, 4), (2, 4, 5)],
+            "ii->i": [(4, 4)], "ii": [(4, 4)], "iij,jk->ik": [(3, 3, 4), (4, 2)]}[formula]
   arrays = [rng.standard_normal(s).astype(np.float32) for s in shapes]
   check(lambda *xs: Tensor.einsum(formula, *xs), lambda *xs: torch.einsum(formula, *xs), *arrays, rtol=1e-4, atol=1e-5)
 
 def test_einsum_errors_name_the_problem():
   with pytest.raises(ValueError, match="2 operands in the formula, 1 given"): Tensor.einsum("ij,jk->ik", Tensor.ones(2, 2))
   with pytest.raises(ValueError, match="letter 'j' has sizes 3 and 4"): Tensor.einsum("ij,jk->ik", Tensor.ones(2, 3), Tensor.ones(4, 2))
+  with pytest.raises(ValueError, match="letter 'i' repeated in 'ii' with sizes 2 and 3"): Tensor.einsum("ii->i", Tensor.ones(2, 3))
 
 def test_repeat_interleave_and_pad_modes():
   c = rng.standard_normal((2, 3, 4)).astype(np.float32)
@@ -207,10 +209,71 @@ def test_view_diagonal_diag_meshgrid():
     theirs = torch.meshgrid(torch.tensor(v), torch.tensor(v[:3]), indexing=indexing)
     for got, want in zip(ours, theirs): np.testing.assert_array_equal(got.numpy(), want.numpy())
 
+@pytest.mark.parametrize("name", ["cummax", "cummin"])
+def test_cummax_cummin_values_and_indices(name):
+  """Indices name the last element equal to the running value (ties go late), a nan stays once met (its index the last nan)."""
+  a = rng.standard_normal((4, 6)).astype(np.float32)
+  check(lambda x: getattr(x, name)(1).values, lambda x: getattr(torch, name)(x, 1).values, a)
+  nan = math.nan
+  cases = [a, np.array([1.0, nan, 2.0, nan, 0.0], np.float32), np.array([3, 1, 3, 1, 3, 2], np.int32), np.array([[2, 2], [1, 2], [2, 0]], np.int64),
+           np.array([True, False, True, False])]
+  for x in cases:
+    for axis in range(x.ndim):
+      values, indices = getattr(Tensor(x), name)(axis)
+      want = getattr(torch, name)(torch.tensor(x), axis)
+      np.testing.assert_array_equal(values.numpy(), want.values.numpy())
+      np.testing.assert_array_equal(indices.numpy(), want.indices.numpy())
+      assert indices.dtype == Tensor.arange(1, dtype="int64").dtype
+  values, indices = getattr(Tensor(2.5), name)(0)
+  assert values.item() == 2.5 and indices.item() == 0 and getattr(Tensor.zeros(2, 0), name)(1).indices.shape == (2, 0)
+
+@pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_reduce(reduce, include_self):
+  """Against torch.scatter_reduce on floats (values and gradients of both inputs) and ints (an int mean rounds down); some
+  positions are named by no index, some by several."""
+  x, src = rng.standard_normal((6, 5)).astype(np.float32), rng.standard_normal((3, 5)).astype(np.float32)
+  index = rng.integers(0, 5, (3, 5))  # row 5 is never named
+  check(lambda t, s: t.scatter_reduce(0, Tensor(index), s, reduce, include_self=include_self),
+        lambda t, s: t.scatter_reduce(0, torch.tensor(index), s, reduce, include_self=include_self), x, src)
+  xi, si = rng.integers(-9, 9, (5, 6)).astype(np.int32), rng.integers(-9, 9, (5, 4)).astype(np.int32)
+  ii = rng.integers(0, 6, (5, 3))
+  got = Tensor(xi).scatter_reduce(1, Tensor(ii), Tensor(si), reduce, include_self=include_self).numpy()
+  want = torch.tensor(xi).scatter_reduce(1, torch.tensor(ii), torch.tensor(si), reduce, include_self=include_self).numpy()
+  np.testing.assert_array_equal(got, want)
+
+def test_scatter_reduce_errors():
+  with pytest.raises(ValueError, match="reduce must be"): Tensor.ones(3).scatter_reduce(0, Tensor([0]), Tensor([1.0]), "max")
+  with pytest.raises(RuntimeError, match="index must be an integer"): Tensor.ones(3).scatter_reduce(0, Tensor([0.0]), Tensor([1.0]), "sum")
+
+POOLS = [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1), dict(kernel_size=(3, 2), stride=(2, 1), padding=(1, 1), ceil_mode=True),
+         dict(kernel_size=3, stride=1, dilation=2, padding=1)]
+
+@pytest.mark.parametrize("kw", POOLS, ids=str)
+def test_max_pool2d_indices_and_max_unpool2d(kw):
+  """return_indices names PyTorch's element (the first maximum of a tie; the last nan); max_unpool2d puts the values back
+  there, and its gradient reads them from there."""
+  x = rng.standard_normal((2, 3, 7, 8)).astype(np.float32)
+  x[0, 0, :2, :3], x[1, 2, 4, 4] = 1.5, math.nan  # a tie across windows and inside one; a nan
+  values, indices = Tensor(x).max_pool2d(**kw, return_indices=True)
+  want_values, want_indices = F.max_pool2d(torch.tensor(x), **kw, return_indices=True)
+  np.testing.assert_array_equal(values.numpy(), want_values.numpy())
+  np.testing.assert_array_equal(indices.numpy(), want_indices.numpy())
+  if "dilation" in kw or "ceil_mode" in kw: return  # F.max_unpool2d takes neither
+  unpool = {k: v for k, v in kw.items() if k in ("kernel_size", "stride", "padding")}
+  pooled = np.nan_to_num(want_values.numpy())
+  check(lambda v: v.max_unpool2d(Tensor(want_indices.numpy()), **unpool, output_size=x.shape),
+        lambda v: F.max_unpool2d(v, want_indices, **unpool, output_size=x.shape[-2:]), pooled)
+
+def test_pool_padding_per_side():
+  """Four ints pad (left, right, top, bottom) as F.pad (and tinygrad's pools): max pads -inf, avg counts the zeros."""
+  x = rng.standard_normal((2, 3, 7, 8)).astype(np.float32)
+  check(lambda t: t.max_pool2d(3, padding=(1, 0, 0, 1)), lambda t: F.max_pool2d(F.pad(t, (1, 0, 0, 1), value=-math.inf), 3), x)
+  check(lambda t: t.avg_pool2d(3, padding=(1, 0, 1, 1)), lambda t: F.avg_pool2d(F.pad(t, (1, 0, 1, 1)), 3), x)
+  with pytest.raises(ValueError, match="4 ints for 2 spatial axes"): Tensor(x).max_pool2d(3, padding=(1, 0, 1))
+
 def test_cummin_logcumsumexp_and_initializers():
   a = rng.standard_normal((4, 6)).astype(np.float32)
-  check(lambda x: x.cummin(1), lambda x: torch.cummin(x, 1)[0], a)
-  np.testing.assert_array_equal(Tensor(np.array([3, 1, 2, 0], np.int32)).cummin(0).numpy(), [3, 1, 1, 0])
   check(lambda x: x.logcumsumexp(1), lambda x: torch.logcumsumexp(x, 1), a * 30)  # terms 100 apart: a shared shift would underflow
   check(lambda x: x.logcumsumexp(0), lambda x: torch.logcumsumexp(x, 0), a)
   bound = math.sqrt(3) * math.sqrt(2 / (1 + 0.01 ** 2)) / math.sqrt(32)

@@ -159,13 +159,13 @@ def test_cumsum_cumprod_cummax(axis):
   a = rng.uniform(0.5, 1.5, (3, 4, 5)).astype(np.float32)
   np.testing.assert_allclose(Tensor(a).cumsum(axis).numpy(), np.cumsum(a, axis), rtol=1e-5)
   np.testing.assert_allclose(Tensor(a).cumprod(axis).numpy(), np.cumprod(a, axis), rtol=1e-5)
-  np.testing.assert_array_equal(Tensor(A).cummax(axis).numpy(), np.maximum.accumulate(A, axis))
+  np.testing.assert_array_equal(Tensor(A).cummax(axis).values.numpy(), np.maximum.accumulate(A, axis))
 
 @pytest.mark.parametrize("n", [513, 1000])
 def test_long_scans_go_in_two_stages(n):
   a = rng.standard_normal((2, n)).astype(np.float32)
   np.testing.assert_allclose(Tensor(a).cumsum(1).numpy(), np.cumsum(a.astype(np.float64), 1), rtol=1e-4, atol=1e-3)
-  np.testing.assert_array_equal(Tensor(a).cummax(1).numpy(), np.maximum.accumulate(a, 1))
+  np.testing.assert_array_equal(Tensor(a).cummax(1).values.numpy(), np.maximum.accumulate(a, 1))
   i = rng.integers(-100, 100, n).astype(np.int32)
   np.testing.assert_array_equal(Tensor(i).cumsum().numpy(), np.cumsum(i))
 
@@ -174,22 +174,22 @@ def test_scan_dtypes():
   assert Tensor(i).cumsum(1).dtype == dtypes.int64  # as torch (and as sum)
   np.testing.assert_array_equal(Tensor(i).cumsum(1).numpy(), np.cumsum(i, 1))
   np.testing.assert_array_equal(Tensor(i).cumprod(1).numpy(), np.cumprod(i, 1))
-  cm = Tensor(i).cummax(1)
+  cm = Tensor(i).cummax(1).values
   assert cm.dtype == dtypes.int32
   np.testing.assert_array_equal(cm.numpy(), np.maximum.accumulate(i, 1))
   m = np.array([-2 ** 31, -2 ** 31 + 5, -2 ** 31], np.int32)  # padding with the dtype's min must not win
-  np.testing.assert_array_equal(Tensor(m).cummax().numpy(), np.maximum.accumulate(m))
+  np.testing.assert_array_equal(Tensor(m).cummax().values.numpy(), np.maximum.accumulate(m))
   b = np.array([False, True, True, False])
   assert Tensor(b).cumsum().dtype == dtypes.int64 and Tensor(b).cumsum().tolist() == [0, 1, 2, 2]
-  assert Tensor(b).cummax().tolist() == [False, True, True, True]
+  assert Tensor(b).cummax().values.tolist() == [False, True, True, True]
   h = np.array([1.5, 2.0, -0.25], np.float16)
   assert Tensor(h).cumsum().dtype == dtypes.float16 and Tensor(h).cumsum().tolist() == [1.5, 3.5, 3.25]
 
 def test_scan_edge_cases_and_errors():
   assert Tensor(5.0).cumsum().item() == 5.0 and Tensor(5.0).cumsum(-1).shape == ()
   assert Tensor(5).cumsum().dtype == dtypes.int64
-  assert Tensor.zeros(0, 3).cumsum(0).shape == (0, 3) and Tensor.zeros(2, 0).cummax(1).shape == (2, 0)
-  np.testing.assert_array_equal(Tensor([[-math.inf, 1.0], [2.0, -math.inf]]).cummax(1).numpy(), [[-math.inf, 1.0], [2.0, 2.0]])
+  assert Tensor.zeros(0, 3).cumsum(0).shape == (0, 3) and Tensor.zeros(2, 0).cummax(1).values.shape == (2, 0)
+  np.testing.assert_array_equal(Tensor([[-math.inf, 1.0], [2.0, -math.inf]]).cummax(1).values.numpy(), [[-math.inf, 1.0], [2.0, 2.0]])
   with pytest.raises(IndexError, match="out of range"): Tensor.zeros(2, 3).cumsum(2)
   with pytest.raises(IndexError, match="out of range"): Tensor.zeros(2, 3).softmax(-3)
   with pytest.raises(RuntimeError, match="more than once"): Tensor.zeros(2, 3).mean((0, 0))

@@ -497,6 +497,39 @@ class MovementMixin:
     picked = vals._select(mask & (j == last), (d,)).pad(pad)
     return (last.squeeze(d) >= 0).pad(pad).where(picked, self)
 
+  def scatter_reduce(self: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, include_self: bool = True) -> Tensor:
+    """A copy of self where each position that `index` names (as in scatter) combines its src values with `reduce`: "sum",
+    "prod", "mean", "amax" or "amin" (torch.scatter_reduce). With include_self the position's own value takes part, else
+    only the src values do; positions no index names keep theirs. An integer mean rounds down, as PyTorch's."""
+    if reduce not in ("sum", "prod", "mean", "amax", "amin"):
+      raise ValueError(f"scatter_reduce: reduce must be 'sum', 'prod', 'mean', 'amax' or 'amin', got {reduce!r}")
+    d = resolve_dim(dim, self.ndim)
+    if index.ndim != self.ndim or src.ndim != self.ndim:
+      raise RuntimeError(f"scatter_reduce: index {index.shape} and src {src.shape} must have the tensor's {self.ndim} dimensions")
+    if not dtypes.is_int(index.dtype): raise RuntimeError(f"scatter_reduce: index must be an integer tensor, got {index.dtype}")
+    if any(i > s for a, (i, s) in enumerate(zip(index.shape, self.shape)) if a != d) or any(i > s for i, s in zip(index.shape, src.shape)):
+      raise RuntimeError(f"scatter_reduce: index shape {index.shape} is larger than src's {src.shape} or (outside dimension {dim}) "
+                         f"the tensor's {self.shape}")
+    if index.numel() == 0: return self
+    size = self.shape[d]
+    pos = type(self).arange(size, dtype=index.dtype, device=self.device).reshape((1,) * (d + 1) + (size,) + (1,) * (self.ndim - d - 1))
+    mask = index.unsqueeze(d + 1) == pos  # axes: index's ..., j (the contribution), s (self's position), ...
+    vals = src.shrink(tuple((0, i) for i in index.shape)).cast(self.dtype).unsqueeze(d + 1)
+    pad = tuple((0, 0) if a == d else (0, s - i) for a, (i, s) in enumerate(zip(index.shape, self.shape)))
+    count = mask.sum(d, dtype=dtypes.int32).pad(pad)  # contributions per position of self
+    named = count > 0
+    if reduce in ("amax", "amin"):
+      if reduce == "amax": picked = mask.where(vals, self.dtype.min).max(d).pad(pad); mixed = self.maximum(picked)
+      else: picked = mask.where(vals, self.dtype.max).min(d).pad(pad); mixed = self.minimum(picked)
+      return named.where(mixed if include_self else picked, self)
+    combine = Ops.MUL if reduce == "prod" else Ops.ADD
+    total = vals._select(mask, (d,), combine).pad(pad, value=1 if reduce == "prod" else 0)
+    if include_self: total = total * self if reduce == "prod" else total + self
+    if reduce == "mean":
+      n = count + 1 if include_self else count.maximum(1)
+      total = total // n.cast(self.dtype) if dtypes.is_int(self.dtype) else total / n
+    return named.where(total, self)
+
   def one_hot(self: Tensor, num_classes: int = -1) -> Tensor:
     """A new last axis of `num_classes` with 1 at each value's position (default int dtype; -1 realizes to find max + 1)."""
     if not dtypes.is_int(self.dtype): raise TypeError(f"one_hot takes an integer tensor, got {self.dtype}")

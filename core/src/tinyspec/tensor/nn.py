@@ -72,6 +72,17 @@ def _conv_pads(padding: IntOrTuple | str, k: tuple[int, ...], dilation: tuple[in
   raise ValueError(f"padding must be an int, {n} ints or {2 * n} ints for {n} spatial axes, got {p}")
 
 
+def _einsum_diagonals(formula: str, spec: str, t: Tensor) -> tuple[str, Tensor]:
+  """An operand whose subscripts repeat a letter ("ii", "iij") reduced to its diagonal over each repeat: the letter once,
+  as the last axis (torch.einsum("ii->i", a) is a's diagonal)."""
+  while len(set(spec)) != len(spec):
+    c = next(c for c in spec if spec.count(c) > 1)
+    a, b = spec.index(c), spec.index(c, spec.index(c) + 1)
+    if t.shape[a] != t.shape[b]: raise ValueError(f"einsum {formula!r}: letter {c!r} repeated in {spec!r} with sizes {t.shape[a]} and {t.shape[b]}")
+    t, spec = t.diagonal(0, a, b), spec[:a] + spec[a + 1:b] + spec[b + 1:] + c
+  return spec, t
+
+
 class NNMixin:
   """Neural-network building blocks for Tensor."""
 
@@ -170,34 +181,71 @@ class NNMixin:
   # ---- pooling ----
   def _pool_setup(self: Tensor, kernel_size: IntOrTuple, stride: IntOrTuple | None, padding: IntOrTuple, dilation: IntOrTuple,
                   ceil_mode: bool, name: str):
-    """Per spatial axis (the last len(kernel) axes): kernel, stride (default the kernel), dilation, (before, after) padding
-    with the extra `after` that ceil_mode needs, and the output size."""
+    """Per spatial axis (the last len(kernel) axes): kernel, stride (default the kernel), dilation, the (before, after)
+    padding given (an int or one per axis pads both sides; 2n ints are pairs from the last axis backwards, as F.pad and
+    tinygrad), the same with the extra `after` that ceil_mode needs, and the output size."""
     nd = len(kernel_size) if not isinstance(kernel_size, int) else 2
     k = _tuple(kernel_size, nd, "kernel_size")
-    s, p, d = _tuple(k if stride is None else stride, nd, "stride"), _tuple(padding, nd, "padding"), _tuple(dilation, nd, "dilation")
+    s, d = _tuple(k if stride is None else stride, nd, "stride"), _tuple(dilation, nd, "dilation")
     if self.ndim < nd: raise RuntimeError(f"{name}: a {nd}-d window needs an input of at least {nd} dimensions, got shape {self.shape}")
     if any(v < 1 for v in k + s + d): raise RuntimeError(f"{name}: kernel_size {k}, stride {s} and dilation {d} must be positive")
-    if any(pp < 0 or pp > (dd * (kk - 1) + 1) // 2 for pp, kk, dd in zip(p, k, d)):
-      raise RuntimeError(f"{name}: pad should be at most half of effective kernel size, but got pad={p}, kernel_size={k} and dilation={d}")
+    if isinstance(padding, str): raise ValueError(f"{name}: padding must be an int or a tuple of ints, got {padding!r}")
+    given = _conv_pads(padding, k, d, s)
+    if any(min(pp) < 0 or max(pp) > (dd * (kk - 1) + 1) // 2 for pp, kk, dd in zip(given, k, d)):
+      raise RuntimeError(f"{name}: pad should be at most half of effective kernel size, but got pad={padding}, kernel_size={k} and dilation={d}")
     pads, out = [], []
-    for i, kk, ss, pp, dd in zip(self.shape[-nd:], k, s, p, d):
-      span = i + 2 * pp - dd * (kk - 1) - 1
-      if span < 0: raise RuntimeError(f"{name}: the window {k} (dilation {d}) does not fit the input {self.shape[-nd:]} padded by {p}")
+    for i, kk, ss, (before, after), dd in zip(self.shape[-nd:], k, s, given, d):
+      span = i + before + after - dd * (kk - 1) - 1
+      if span < 0: raise RuntimeError(f"{name}: the window {k} (dilation {d}) does not fit the input {self.shape[-nd:]} padded by {padding}")
       o = (-(-span // ss) if ceil_mode else span // ss) + 1
-      if ceil_mode and (o - 1) * ss >= i + pp: o -= 1  # a last window that would start in the right padding is dropped, as PyTorch
-      pads.append((pp, max(pp, (o - 1) * ss + dd * (kk - 1) + 1 - i - pp)))
+      if ceil_mode and (o - 1) * ss >= i + before: o -= 1  # a last window that would start in the right padding is dropped, as PyTorch
+      pads.append((before, max(after, (o - 1) * ss + dd * (kk - 1) + 1 - i - before)))
       out.append(o)
-    return k, s, d, p, pads, tuple(out)
+    return k, s, d, given, pads, tuple(out)
 
   def max_pool2d(self: Tensor, kernel_size: IntOrTuple = (2, 2), stride: IntOrTuple | None = None, padding: IntOrTuple = 0,
-                 dilation: IntOrTuple = 1, ceil_mode: bool = False) -> Tensor:
+                 dilation: IntOrTuple = 1, ceil_mode: bool = False, return_indices: bool = False) -> Tensor | tuple[Tensor, Tensor]:
     """The max over each window of the last len(kernel_size) axes (the last 2 for an int); padding counts as -inf. The
-    gradient goes to each window's first maximum in row-major order, as PyTorch's (whose indices name that one)."""
+    gradient goes to each window's first maximum in row-major order, as PyTorch's (whose indices name that one). With
+    return_indices, also where each maximum is, as an int64 index into the flattened spatial axes of the input (the last
+    nan of a window that has one, as PyTorch): what max_unpool2d takes."""
     k, s, d, _, pads, o = self._pool_setup(kernel_size, stride, padding, dilation, ceil_mode, "max_pool2d")
-    keep = [None] * (self.ndim - len(k))
-    x = _pool(self.pad(keep + pads, value=self.dtype.min), k, s, d)
-    x = x.shrink(keep + [(0, oo) for oo in o] + [None] * len(k))
-    return x.flatten(x.ndim - len(k)).max(-1)
+    nd, keep = len(k), [None] * (self.ndim - len(k))
+    windows = _pool(self.pad(keep + pads, value=self.dtype.min), k, s, d).shrink(keep + [(0, oo) for oo in o] + [None] * nd)
+    windows = windows.flatten(windows.ndim - nd)
+    values = windows.max(-1)
+    if not return_indices: return values
+    # each window's flat input positions, from the same windows over an arange (padding: a position past every real one)
+    spatial, past = self.shape[-nd:], math.prod(self.shape[-nd:])
+    where = type(self).arange(past, dtype=dtypes.int64, device=self.device).reshape(*spatial).pad(pads, value=past)
+    where = _pool(where, k, s, d).shrink([(0, oo) for oo in o] + [None] * nd).flatten(nd)
+    x = windows.detach()
+    first_max = (x == values.detach().unsqueeze(-1)).where(where, past).min(-1)
+    if not dtypes.is_float(self.dtype): return values, first_max
+    last_nan = x.isnan().where(where, -1).max(-1)
+    return values, (last_nan >= 0).where(last_nan, first_max)
+
+  def max_unpool2d(self: Tensor, indices: Tensor, kernel_size: IntOrTuple = (2, 2), stride: IntOrTuple | None = None, dilation: IntOrTuple = 1,
+                   padding: IntOrTuple = 0, output_size: Sequence[int] | None = None) -> Tensor:
+    """The inverse of max_pool2d(return_indices=True) (F.max_unpool2d): zeros of the pooled input's spatial size, each
+    value written at its index into the flattened spatial axes. The spatial size is (i - 1) * stride - 2 * padding +
+    dilation * (kernel - 1) + 1 per axis, or the last axes of output_size. A scatter: work grows with input x output size."""
+    nd = len(kernel_size) if not isinstance(kernel_size, int) else 2
+    k, p = _tuple(kernel_size, nd, "kernel_size"), _tuple(padding, nd, "padding")
+    s, d = _tuple(k if stride is None else stride, nd, "stride"), _tuple(dilation, nd, "dilation")
+    if indices.shape != self.shape: raise RuntimeError(f"max_unpool2d: indices of shape {indices.shape} for an input of shape {self.shape}")
+    if output_size is None: out = tuple((i - 1) * ss - 2 * pp + dd * (kk - 1) + 1 for i, ss, pp, dd, kk in zip(self.shape[-nd:], s, p, d, k))
+    else: out = tuple(output_size)[-nd:]
+    if len(out) != nd or any(v < 1 for v in out): raise RuntimeError(f"max_unpool2d: output spatial size {out} for {nd} spatial axes")
+    lead, n = self.shape[:-nd], math.prod(out)
+    values, where = self.flatten(len(lead)), indices.flatten(len(lead))
+    placed = type(self).zeros(*lead, n, dtype=self.dtype, device=self.device).scatter(-1, where, values.detach())
+    if self.requires_grad is False or not dtypes.is_float(self.dtype): return placed.reshape(*lead, *out)
+    # overlapping windows repeat an index, with the same value: the scatter writes it once, but PyTorch's gradient reaches
+    # every repeat. So the values enter as zeros that carry their gradient (v - v.detach(); an infinite value carries none)
+    zeros = values.isfinite().where(values - values.detach(), 0).unsqueeze(-1)
+    hit = where.unsqueeze(-1) == type(self).arange(n, dtype=where.dtype, device=self.device)
+    return (placed + hit.where(zeros, 0).sum(-2)).reshape(*lead, *out)
 
   def avg_pool2d(self: Tensor, kernel_size: IntOrTuple = (2, 2), stride: IntOrTuple | None = None, padding: IntOrTuple = 0,
                  ceil_mode: bool = False, count_include_pad: bool = True, divisor_override: int | None = None) -> Tensor:
@@ -207,13 +255,13 @@ class NNMixin:
     x, keep, nd = self._float(), [None] * (self.ndim - len(k)), len(k)
     sums = _pool(x.pad(keep + pads), k, s, d).shrink(keep + [(0, oo) for oo in o] + [None] * nd).sum(tuple(range(-nd, 0)))
     if divisor_override is not None: return sums / divisor_override
-    if all(after == pp for pp, (_, after) in zip(p, pads)) and (count_include_pad or not any(p)): return sums / math.prod(k)
-    # the divisor per window, elementwise (no second reduce): per axis, the window [o*s - p, o*s - p + k) clipped to the
-    # padded input [-p, i + p) when the padding counts, else to the input [0, i); the counts of the axes multiply
+    if pads == p and (count_include_pad or not any(map(any, p))): return sums / math.prod(k)
+    # the divisor per window, elementwise (no second reduce): per axis, the window [o*s - before, o*s - before + k) clipped
+    # to the padded input [-before, i + after) when the padding counts, else to the input [0, i); the axes' counts multiply
     count = None
-    for j, (i, kk, ss, pp, oo) in enumerate(zip(self.shape[-nd:], k, s, p, o)):
-      lo, hi = (-pp, i + pp) if count_include_pad else (0, i)
-      start = type(self).arange(oo, dtype=dtypes.int32, device=self.device) * ss - pp
+    for j, (i, kk, ss, (before, after), oo) in enumerate(zip(self.shape[-nd:], k, s, p, o)):
+      lo, hi = (-before, i + after) if count_include_pad else (0, i)
+      start = type(self).arange(oo, dtype=dtypes.int32, device=self.device) * ss - before
       c = ((start + kk).minimum(hi) - start.maximum(lo)).reshape(oo, *[1] * (nd - 1 - j))
       count = c if count is None else count * c
     return sums / count
@@ -302,7 +350,8 @@ class NNMixin:
     sizes: dict[str, int] = {}
     for spec, t in zip(inputs, operands):
       if len(spec) != t.ndim: raise ValueError(f"einsum {formula!r}: operand of shape {t.shape} for subscripts {spec!r}")
-      if len(set(spec)) != len(spec): raise NotImplementedError(f"einsum {formula!r}: a letter repeated in one operand ({spec!r}) is not supported")
+    inputs, operands = map(list, zip(*(_einsum_diagonals(formula, spec, t) for spec, t in zip(inputs, operands))))
+    for spec, t in zip(inputs, operands):
       for c, n in zip(spec, t.shape):
         if sizes.setdefault(c, n) != n and n != 1 and sizes[c] != 1:
           raise ValueError(f"einsum {formula!r}: letter {c!r} has sizes {sizes[c]} and {n}")

@@ -3,7 +3,7 @@ cumulative scans. Everything stays one lazy graph: scans use the sliding-window 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from tinyspec.dtype import DType, dtypes
 from tinyspec.tensor.movement import resolve_dim
@@ -15,6 +15,12 @@ if TYPE_CHECKING:
 
 Axis = int | tuple[int, ...] | list[int] | None
 _CHUNK = 256  # scans longer than 2*_CHUNK run in two stages: an O(n^2) window over the whole axis would be too much work
+
+
+class ValuesIndices(NamedTuple):
+  """What cummax and cummin return, as PyTorch's: `values, indices = x.cummax(0)` or `x.cummax(0).values`."""
+  values: Tensor
+  indices: Tensor
 
 
 def _acc(x: Tensor) -> Tensor:
@@ -149,13 +155,28 @@ class ReduceMixin:
     """Running products along `axis`, in the dtype `prod` gives."""
     return self._scan(axis, "prod")
 
-  def cummax(self: Tensor, axis: int = 0) -> Tensor:
-    """Running maxima along `axis` (the values; PyTorch's cummax also returns indices)."""
-    return self._scan(axis, "max")
+  def cummax(self: Tensor, axis: int = 0) -> ValuesIndices:
+    """(values, indices) of the running maxima along `axis`, as torch.cummax: a nan stays the maximum once met, and each
+    index names the last element equal to its running maximum (the last nan after one). The values carry the gradient."""
+    values = self._scan(axis, "max")
+    return ValuesIndices(values, self._last_reached(values, axis))
 
-  def cummin(self: Tensor, axis: int = 0) -> Tensor:
-    """Running minima along `axis` (the values): -cummax(-x) for floats, ~cummax(~x) for ints (~ reverses their order)."""
-    return -((-self).cummax(axis)) if dtypes.is_float(self.dtype) else ~((~self).cummax(axis))
+  def cummin(self: Tensor, axis: int = 0) -> ValuesIndices:
+    """(values, indices) of the running minima along `axis`, as torch.cummin: the values are -cummax(-x) for floats and
+    ~cummax(~x) for ints and bools (~ reverses their order); the indices as cummax's."""
+    values = -(-self)._scan(axis, "max") if dtypes.is_float(self.dtype) else ~(~self)._scan(axis, "max")
+    return ValuesIndices(values, self._last_reached(values, axis))
+
+  def _last_reached(self: Tensor, running: Tensor, axis: int) -> Tensor:
+    """For a running max or min: the index of the last element so far equal to it (int64). The running value only moves
+    one way, so an element equal to its own running value that comes later reaches the current one: the running max of
+    those elements' positions is the index."""
+    if self.ndim == 0: return type(self).zeros((), dtype=dtypes.int64, device=self.device)
+    ax = resolve_dim(axis, self.ndim)
+    n = self.shape[ax]
+    pos = type(self).arange(n, dtype=dtypes.int64, device=self.device).reshape(n, *[1] * (self.ndim - ax - 1))
+    reached = (self == running) | (self != self) if dtypes.is_float(self.dtype) else self == running
+    return reached.where(pos, -1)._scan(ax, "max")
 
   def logcumsumexp(self: Tensor, axis: int = 0) -> Tensor:
     """log(sum_{j<=i} exp(x_j)) along `axis`. Each prefix i is shifted by its own running maximum c_i, so no exp overflows
@@ -165,7 +186,7 @@ class ReduceMixin:
     ax = resolve_dim(axis, x.ndim)
     xt = x.transpose(ax, -1)
     n = xt.shape[-1]
-    c = xt.cummax(-1).detach()
+    c = xt._scan(-1, "max").detach()
     c = c.isinf().where(0.0, c)  # a prefix of -inf (or one reaching +inf): no shift
     i = type(self).arange(n, device=self.device)
     upto = i.reshape(1, n) <= i.reshape(n, 1)  # (i, j): j <= i
