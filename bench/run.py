@@ -1,5 +1,6 @@
-"""tinyspec next to numpy, PyTorch and tinygrad, in one run: throughput of matmul, a fused elementwise op, a reduction, softmax
-and conv2d, the dispatch cost of a small fused expression, and the cold first call with an empty compile cache.
+"""tinyspec next to numpy, PyTorch and tinygrad, in one run: throughput of matmul, a fused elementwise op, a reduction, softmax, conv2d and a GPT
+training step (bench/gpt_step.py: examples/gpt.py's model, tokens per second), the dispatch cost of a small fused expression, and the cold first call
+with an empty compile cache.
 
 Every system runs in fresh processes of its own (so nothing one measures warms a cache another reads): one for the cold
 first call (TINYSPEC_CACHE_DIR, and tinygrad's CACHEDB, pointing at an empty temporary directory), one for the first call
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import dispatch  # bench/dispatch.py, next to this file: the dispatch figures are measured exactly as it does
+import gpt_step  # bench/gpt_step.py: the GPT training step, in tinyspec and in PyTorch
 import numpy as np
 
 M16 = 1 << 24
@@ -43,22 +45,26 @@ BENCHES: list[tuple[str, str, str, float | None]] = [
   ("sum", "sum of 16M float32", "GB/s", 4 * M16),
   ("softmax", "softmax over (4096,1024), last axis (in + out)", "GB/s", 2 * 4 * 4096 * 1024),
   ("conv", "conv2d (8,64,56,56) x (64,64,3,3), padding 1", "GFLOP/s", 2 * 8 * 64 * 56 * 56 * 64 * 9),
+  ("gpt", f"GPT training step (examples/gpt.py's model, {gpt_step.BATCH}x{gpt_step.CONTEXT} tokens, AdamW)", "k tokens/s", gpt_step.TOKENS),
   ("first", f"first call of ((a+b)*c).sum(), {dispatch.N} floats (compile cache warm)", "ms", None),
   ("steady", f"steady call of ((a+b)*c).sum(), {dispatch.N} floats", "us", None),
   ("jit", "steady call of the same through TinyJit", "us", None),
   ("cold", "cold first call of the same, empty compile cache", "ms", None),
 ]
 SCALE = {"ms": 1e3, "us": 1e6}
+PER_SECOND = {"GFLOP/s": 1e9, "GB/s": 1e9, "k tokens/s": 1e3}  # work per second is divided by this
 THROUGHPUT = [k for k, _, _, work in BENCHES if work is not None]
 LARGEST = {"matmul2048", "conv"}  # left out by --quick
 
 SYSTEMS = ["numpy", "tinyspec:CPU", "tinyspec:OPENCL", "tinyspec:PYTHON", "torch", "tinygrad:CPU", "tinygrad:CL", "tinygrad:PYTHON"]
 # what a system skips, with the note printed under the table: sizes that would take minutes, figures that do not apply
 TOO_SLOW = "the PYTHON interpreter would take minutes at this size"
+NOT_PORTED = "not ported: the model is examples/gpt.py's, written with tinyspec.nn"
 SKIPS: dict[str, dict[str, str]] = {
-  "numpy": {"cold": "no compiler", "jit": "no JIT"},
+  "numpy": {"cold": "no compiler", "jit": "no JIT", "gpt": "no automatic differentiation"},
   "torch": {"cold": "no compiler (eager kernels are built ahead of time)", "jit": "not measured (torch.compile is another design)"},
-  "tinyspec:PYTHON": {"matmul2048": TOO_SLOW, "conv": TOO_SLOW},
+  "tinyspec:PYTHON": {"matmul2048": TOO_SLOW, "conv": TOO_SLOW, "gpt": TOO_SLOW},
+  "tinygrad:CPU": {"gpt": NOT_PORTED}, "tinygrad:CL": {"gpt": NOT_PORTED},
   "tinygrad:PYTHON": {k: "tinygrad's PYTHON device emulates every GPU thread in Python: minutes even at the smallest size"
                       for k in THROUGHPUT},
 }
@@ -182,6 +188,9 @@ def throughput(system: str, keys: list[str], repeats: int) -> dict[str, Any]:
       notes.append(f"{key}: left out, a call would take about {guess:.0f} s ({PREDICT[key][0]} took {t:.1f} s)")
       continue
     try:
+      if key == "gpt":  # a training step: checked against numpy's loss of the same weights inside
+        out[key] = gpt_step.measure(be.lib, be.device, max(repeats, 10))
+        continue
       op, xs = _inputs(key, np.random.default_rng(0))
       args = [be.tensor(x) for x in xs]
       t0 = time.perf_counter()
@@ -246,7 +255,7 @@ def cell(key: str, r: Any, base: Any, ratio: bool) -> str:
   """One figure and its ratio to numpy's, both oriented so that more is better: throughput over numpy's, or numpy's time over this."""
   unit, work = next((u, w) for k, _, u, w in BENCHES if k == key)
   if not isinstance(r, float): return "error" if isinstance(r, dict) else "-"
-  value = work / r / 1e9 if work is not None else r * SCALE[unit]
+  value = work / r / PER_SECOND[unit] if work is not None else r * SCALE[unit]
   if not ratio or not isinstance(base, float): return fmt(value)
   return f"{fmt(value)} ({fmt(base / r, 2)}x)"
 
