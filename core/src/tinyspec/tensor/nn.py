@@ -321,9 +321,12 @@ class NNMixin:
     if is_causal: attn_mask = type(self).ones(L, S, dtype=dtypes.bool, device=self.device).tril()
     if attn_mask is not None:
       att = att.masked_fill(attn_mask.logical_not(), -math.inf) if attn_mask.dtype == dtypes.bool else att + attn_mask
-    empty = att.max(-1, keepdim=True) == -math.inf  # softmax of a row of -inf is nan: it gets zeros, from a finite row
-    att = empty.where(0.0, empty.where(0.0, att).softmax(-1))
-    return att.dropout(dropout_p) @ value
+    # softmax written out, so one max serves both the shift and the rows with every position masked (all -inf): those
+    # shift by 0 instead of -inf, their exps are all 0, and dividing by 1 instead of their sum 0 gives PyTorch's zeros
+    top = att.max(-1, keepdim=True).detach()
+    e = (att - (top == -math.inf).where(0.0, top)).exp()
+    total = e.sum(-1, keepdim=True)
+    return (e * (total == 0).where(1.0, total).reciprocal()).dropout(dropout_p) @ value
   def dropout(self: Tensor, p: float = 0.5) -> Tensor:
     """Each element zeroed with probability p and the rest scaled by 1/(1-p), under `Tensor.train()` only (as nn.Dropout in
     training mode); outside training, the tensor itself."""
