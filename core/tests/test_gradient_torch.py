@@ -100,9 +100,9 @@ REDUCTIONS = [
   ("max_all_nan", lambda x: x.max(), lambda x: x.max(), TIES),
   ("min_all", lambda x: x.min(), lambda x: x.min(), [[1.0, 0.0, 3.0], [0.0, 0.0, 1.0]]),
   # cummax: the last maximum so far (PyTorch's indices), a nan from where it appears
-  ("cummax", lambda x: x.cummax(0), lambda x: torch.cummax(x, 0).values, [3.0, 1.0, 3.0, 2.0, 3.0, 4.0, 4.0]),
-  ("cummax_nan", lambda x: x.cummax(0), lambda x: torch.cummax(x, 0).values, [1.0, NAN, 3.0]),
-  ("cummax_two_stage", lambda x: x.cummax(0), lambda x: torch.cummax(x, 0).values, np.repeat(np.arange(300.0), 2)[::-1].copy()),
+  ("cummax", lambda x: x.cummax(0).values, lambda x: torch.cummax(x, 0).values, [3.0, 1.0, 3.0, 2.0, 3.0, 4.0, 4.0]),
+  ("cummax_nan", lambda x: x.cummax(0).values, lambda x: torch.cummax(x, 0).values, [1.0, NAN, 3.0]),
+  ("cummax_two_stage", lambda x: x.cummax(0).values, lambda x: torch.cummax(x, 0).values, np.repeat(np.arange(300.0), 2)[::-1].copy()),
   # max_pool2d: each window's first maximum in row-major order
   ("max_pool2d_ties", lambda x: x.max_pool2d(2, stride=1), lambda x: F.max_pool2d(x, 2, stride=1),
    [[[[0.0, 2.0, 2.0], [2.0, 1.0, 2.0], [0.0, 0.0, 0.0]]]]),
@@ -212,7 +212,7 @@ def test_sweep_reductions():
   for ours, theirs in ((lambda t: t.max(1), lambda t: t.max(1).values), (lambda t: t.min(0), lambda t: t.min(0).values),
                        (lambda t: t.max(), lambda t: t.max()), (lambda t: t.logsumexp(1), lambda t: t.logsumexp(1)),
                        (lambda t: t.softmax(0), lambda t: t.softmax(0)), (lambda t: t.log_softmax(1), lambda t: t.log_softmax(1)),
-                       (lambda t: t.std(1), lambda t: t.std(1)), (lambda t: t.cummax(1), lambda t: torch.cummax(t, 1).values),
+                       (lambda t: t.std(1), lambda t: t.std(1)), (lambda t: t.cummax(1).values, lambda t: torch.cummax(t, 1).values),
                        (lambda t: t.prod(1), lambda t: t.prod(1))):
     with torch.no_grad(): shape = theirs(torch.tensor(x, dtype=torch.float32)).shape
     _compare(ours, theirs, x, weights=rng.uniform(0.5, 1.5, shape), rtol=1e-4, atol=1e-6)

@@ -398,7 +398,7 @@ def test_softmax_and_log_softmax(axis):
 
 @pytest.mark.parametrize("axis", [0, 1, -1])
 def test_scans(axis):
-  """cumsum and cummax (values: PyTorch's cummax also gives indices) along each axis, with a long axis that scans in two stages."""
+  """cumsum and cummax (values; test_ops_torch.py checks the indices) along each axis, with a long axis that scans in two stages."""
   a, i = randn(3, 4, 5), data("int8", (3, 4, 5), lo=-50, hi=50)
   for v in (a, i):
     check(Tensor(v).cumsum(axis), tt(v).cumsum(axis))
