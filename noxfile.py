@@ -1,4 +1,4 @@
-"""nox sessions mirroring tox.ini: `nox` runs them all (core, torch, cpu, template, opencl, cuda, metal, amd, lint);
+"""nox sessions mirroring tox.ini: `nox` runs them all (core, torch, cpu, template, opencl, cuda, metal, amd, mpi, lint);
 `nox -s core -- -k name` passes arguments on to pytest.
 
 One session per backend: the GPU plugins without their hardware run the conformance suite on their *_CHECK device.
@@ -6,7 +6,7 @@ One session per backend: the GPU plugins without their hardware run the conforma
 import nox
 
 nox.needs_version = ">=2024.4.15"
-nox.options.sessions = ["core", "torch", "cpu", "template", "opencl", "cuda", "metal", "amd", "lint"]
+nox.options.sessions = ["core", "torch", "cpu", "template", "opencl", "cuda", "metal", "amd", "mpi", "lint"]
 nox.options.reuse_venv = "yes"  # keep a session's virtualenv between runs; `nox -R`/`--no-reuse-existing-virtualenvs` rebuilds
 nox.options.error_on_missing_interpreters = True
 
@@ -74,6 +74,13 @@ def amd(session: nox.Session) -> None:
   session.install("./core", "./plugins/tinyspec-amd[test]")
   session.run("pytest", "plugins/tinyspec-amd/tests", *session.posargs, env={"TINYSPEC_VERIFY": "1"})
   session.run("pytest", "--pyargs", "tinyspec.conformance", "--tinyspec-device=AMD_CHECK", env={"TINYSPEC_VERIFY": "1"})
+
+@nox.session
+def mpi(session: nox.Session) -> None:
+  """The MPI plugin (plugins/tinyspec-mpi, mpi4py with PyPI's MPICH): its tests, 2 and 4 ranks on this machine through the
+  mpiexec the mpich wheel installs in the session's virtualenv; the ranks run on the CPU device."""
+  session.install("./core", "./plugins/tinyspec-cpu", "./plugins/tinyspec-mpi[test]")
+  session.run("pytest", "plugins/tinyspec-mpi/tests", *session.posargs, env={"TINYSPEC_VERIFY": "1"})
 
 @nox.session
 def lint(session: nox.Session) -> None:

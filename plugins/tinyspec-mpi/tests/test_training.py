@@ -20,11 +20,7 @@ def _alone(optimizer: str) -> list[float]:
   assert done.returncode == 0, done.stderr
   return _losses(done.stdout)["losses"]
 
-ADAM_XFAIL = pytest.mark.xfail(strict=True, reason="core bug, not this plugin's: Adam's moment buffers of parameters of one shape are one buffer "
-                               "(nn.optim's _zeros_like realizes identical Tensor.zeros graphs together), so the result depends on the order "
-                               "the schedule runs the updates in, and the data-parallel step orders them differently")
-
-@pytest.mark.parametrize("optimizer", ["sgd", pytest.param("adam", marks=ADAM_XFAIL)])
+@pytest.mark.parametrize("optimizer", ["adam", "sgd"])
 def test_two_ranks_match_one_process_on_the_combined_batch(optimizer):
   ran = run_ranks(2, "ranks/train.py", "--optimizer", optimizer)
   assert ran.returncode == 0, ran.output
@@ -32,3 +28,15 @@ def test_two_ranks_match_one_process_on_the_combined_batch(optimizer):
   assert parallel["ranks"] == 2 and len(parallel["losses"]) == len(alone) == 20
   assert alone[-1] < alone[0]  # it trains
   for step, (a, b) in enumerate(zip(parallel["losses"], alone)): assert abs(a - b) <= 1e-5, (step, a, b)
+
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_gradient_buckets_average_every_dtype(ranks):
+  ran = run_ranks(ranks, "ranks/buckets.py")
+  assert ran.returncode == 0, ran.output
+  assert ran.output.count(": ok buckets") == ranks, ran.output
+
+def test_the_example_trains_on_two_ranks():
+  ran = run_ranks(2, "../../../examples/data_parallel.py", "--steps", "30", "--batch", "1024", "--quiet")
+  assert ran.returncode == 0, ran.output
+  line = next(line for line in ran.output.splitlines() if line.startswith("loss "))
+  assert "on 2 ranks" in line and float(line.split("test accuracy ")[1].split("%")[0]) > 60, line

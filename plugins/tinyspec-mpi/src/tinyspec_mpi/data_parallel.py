@@ -70,11 +70,13 @@ class DataParallel:
       if g.shape != p.shape: raise ValueError(f"average_gradients: a gradient of shape {g.shape} for a parameter of shape {p.shape}")
     buckets = self._buckets(grads)
     scale = 1 / WORLD.size
-    flat = [Tensor.cat(*(g.flatten().cast(_wire_dtype(g.dtype)) for _, g in b)) * scale for b in buckets]
+    # each gradient is computed into its own buffer first: fused into the bucket's kernel, backward would be redone per element
+    flat = [Tensor.cat(*(g.contiguous().flatten().cast(_wire_dtype(g.dtype)) for _, g in b)) * scale for b in buckets]
     if loss is not None:
       lead = loss.reshape(1).cast(flat[0].dtype).to(flat[0].device) * scale if flat else loss.reshape(1) * scale
       flat = [lead.cat(flat[0]), *flat[1:]] if flat else [lead]
-    Tensor.realize(*flat)
+    # the loss itself is realized too: left lazy, the optimizer's step would compute it again (it reads the old parameters)
+    Tensor.realize(*([loss] if loss is not None else []), *flat)
     memory = [_writable(b, "average_gradients") for b in flat]
     if WORLD.size > 1:
       requests = [comm.Iallreduce(WORLD.MPI.IN_PLACE, m, op=WORLD.MPI.SUM) for m in memory]
