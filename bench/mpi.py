@@ -47,18 +47,22 @@ def rank_allreduce(quick: bool) -> None:
     n = nbytes // 4
     mine = np.full(n, rank + 1, np.float32)
     out = np.empty_like(mine)
-    t = Tensor(mine).realize()
+    t, into = Tensor(mine).realize(), Tensor.empty(n).realize()
     check = dist.all_reduce(t).numpy()
     comm.Allreduce(mine, out)
-    assert (check == 3).all() and (out == 3).all(), "all_reduce result differs from numpy's 1 + 2"
+    dist.all_reduce(t, out=into)
+    assert (check == 3).all() and (out == 3).all() and (into.numpy() == 3).all(), "all_reduce result differs from numpy's 1 + 2"
     reps = _repeats(nbytes, quick)
     raw = _median_time(lambda: comm.Allreduce(mine, out), reps, comm)  # noqa: B023
     ours = _median_time(lambda: dist.all_reduce(t), reps, comm)  # noqa: B023
-    rows.append({"bytes": nbytes, "mpi4py_s": raw, "tinyspec_s": ours, "repeats": reps})
+    ours_out = _median_time(lambda: dist.all_reduce(t, out=into), reps, comm)  # noqa: B023
+    rows.append({"bytes": nbytes, "mpi4py_s": raw, "tinyspec_s": ours, "tinyspec_out_s": ours_out, "repeats": reps})
   if rank == 0: print("ROWS " + json.dumps(rows), flush=True)
 
-def rank_training(steps: int, points: int, hidden: int) -> None:
-  """Train the demo's MLP on a global batch of `points` split over the ranks (alone: all of it); rank 0 prints samples/s."""
+def rank_training(steps: int, points: int, hidden: int, independent: bool) -> None:
+  """Train the demo's MLP on a global batch of `points` split over the ranks (alone: all of it); rank 0 prints samples/s.
+  `independent`: the ranks do not average their gradients, each trains alone on its share: what the machine allows two
+  processes at once, with no communication (the ceiling for the data-parallel run)."""
   from tinyspec import Tensor
   from tinyspec import distributed as dist
   from tinyspec.demo import MLP, spirals
@@ -72,7 +76,7 @@ def rank_training(steps: int, points: int, hidden: int) -> None:
   Tensor.manual_seed(0)
   model = MLP(hidden)
   opt = Adam(get_parameters(model), lr=0.02)
-  dp = dist.DataParallel(opt) if n > 1 else None
+  dp = dist.DataParallel(opt) if n > 1 and not independent else None
   def step() -> float:
     opt.zero_grad()
     loss = -(model(xs).log_softmax(-1) * onehot).sum(-1).mean()
@@ -109,32 +113,37 @@ def _fmt_time(s: float) -> str: return f"{s * 1e3:.2f} ms" if s >= 1e-3 else f"{
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument("--quick", action="store_true", help="fewer repeats, sizes up to 4 MB, a shorter training run")
-  parser.add_argument("--rank", choices=["allreduce", "train"], help=argparse.SUPPRESS)  # what a rank started by the launcher runs
+  parser.add_argument("--rank", choices=["allreduce", "train", "independent"], help=argparse.SUPPRESS)  # what a rank started by the launcher runs
   parser.add_argument("--steps", type=int, default=None)
   parser.add_argument("--points", type=int, default=16384)
   parser.add_argument("--hidden", type=int, default=256)
   args = parser.parse_args()
   steps = args.steps or (10 if args.quick else 30)
   if args.rank == "allreduce": return rank_allreduce(args.quick)
-  if args.rank == "train": return rank_training(steps, args.points, args.hidden)
+  if args.rank in ("train", "independent"): return rank_training(steps, args.points, args.hidden, args.rank == "independent")
 
   me = [sys.executable, str(Path(__file__).resolve())] + (["--quick"] if args.quick else [])
   rows = json.loads(_run([_mpiexec(), "-n", "2", *me, "--rank", "allreduce"], "ROWS"))
-  print("all_reduce (sum) of float32 on 2 ranks, this machine: median time per call and bandwidth (bytes / time)\n")
-  print("| size | mpi4py Allreduce | tinyspec all_reduce | mpi4py GB/s | tinyspec GB/s | tinyspec / mpi4py bandwidth |")
-  print("|---|---|---|---|---|---|")
+  print("all_reduce (sum) of float32 on 2 ranks, this machine: median time per call, bandwidth (bytes / time), and tinyspec's")
+  print("bandwidth as a fraction of mpi4py's; `all_reduce(t)` returns a new tensor, `all_reduce(t, out=o)` writes into a given one\n")
+  print("| size | mpi4py Allreduce | all_reduce(t) | all_reduce(t, out=o) | mpi4py GB/s | all_reduce(t) GB/s | ratio | out=o ratio |")
+  print("|---|---|---|---|---|---|---|---|")
   for r in rows:
-    print(f"| {_fmt_size(r['bytes'])} | {_fmt_time(r['mpi4py_s'])} | {_fmt_time(r['tinyspec_s'])} | {r['bytes'] / r['mpi4py_s'] / 1e9:.3f} | "
-          f"{r['bytes'] / r['tinyspec_s'] / 1e9:.3f} | {r['mpi4py_s'] / r['tinyspec_s']:.2f}x |")
-  train = ["--rank", "train", "--steps", str(steps), "--points", str(args.points), "--hidden", str(args.hidden)]
-  alone = json.loads(_run([*me, *train], "TRAIN"))
-  both = json.loads(_run([_mpiexec(), "-n", "2", *me, *train], "TRAIN"))
+    raw, new, into = r["mpi4py_s"], r["tinyspec_s"], r["tinyspec_out_s"]
+    print(f"| {_fmt_size(r['bytes'])} | {_fmt_time(raw)} | {_fmt_time(new)} | {_fmt_time(into)} | {r['bytes'] / raw / 1e9:.3f} | "
+          f"{r['bytes'] / new / 1e9:.3f} | {raw / new:.2f}x | {raw / into:.2f}x |")
+  train = ["--steps", str(steps), "--points", str(args.points), "--hidden", str(args.hidden)]
+  alone = json.loads(_run([*me, "--rank", "train", *train], "TRAIN"))
+  both = json.loads(_run([_mpiexec(), "-n", "2", *me, "--rank", "train", *train], "TRAIN"))
+  apart = json.loads(_run([_mpiexec(), "-n", "2", *me, "--rank", "independent", *train], "TRAIN"))
   print(f"\ndata-parallel training of the demo's MLP (hidden {args.hidden}, Adam, global batch {args.points}, {steps} steps), "
         "one CPU thread per process\n")
   print("| run | samples/s | speedup |")
   print("|---|---|---|")
   print(f"| 1 process | {alone['samples_per_s']:.0f} | 1.00x |")
   print(f"| 2 ranks (DataParallel) | {both['samples_per_s']:.0f} | {both['samples_per_s'] / alone['samples_per_s']:.2f}x |")
+  print(f"| 2 ranks each alone on its half, no communication (this machine's ceiling now) | {apart['samples_per_s']:.0f} | "
+        f"{apart['samples_per_s'] / alone['samples_per_s']:.2f}x |")
 
 if __name__ == "__main__":
   main()

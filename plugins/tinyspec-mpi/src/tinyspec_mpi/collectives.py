@@ -32,13 +32,13 @@ def _check_tensor(op: str, t: Any) -> Tensor:
   if not all(type(s) is int for s in t.shape): raise ValueError(f"{op}: symbolic shape {t.shape} is not supported; bind its variables first")
   return t
 
-def _input_buffer(t: Tensor) -> tuple[Buffer, bool]:
-  """t's value in a buffer of its own layout, and whether this call owns that buffer (realized from a lazy graph just now,
-  so nothing else sees it and MPI may write into it)."""
-  if t.uop.op is Ops.BUFFER: return buffer_of(t.uop), False
+def _input_buffer(t: Tensor) -> tuple[Tensor, Buffer, bool]:
+  """t realized (as a Tensor of its own: the caller's t stays as it was), its buffer, and whether this call owns that
+  buffer (realized from a lazy graph just now, so nothing else sees it and MPI may write into it)."""
+  if t.uop.op is Ops.BUFFER: return t, buffer_of(t.uop), False
   if is_realized(t.uop): t = t.contiguous()  # a view of a buffer (a slice, a transpose): laid out afresh
-  value = Tensor._from_uop(t.uop, t.device).realize().uop  # a Tensor of our own: the caller's t stays as it was
-  return buffer_of(value), not any(u is value for u in t.uop.toposort() if u.op is Ops.BUFFER)
+  value = Tensor._from_uop(t.uop, t.device).realize()
+  return value, buffer_of(value.uop), not any(u is value.uop for u in t.uop.toposort() if u.op is Ops.BUFFER)
 
 def _host(buf: Buffer) -> np.ndarray:
   """The buffer's contents as a flat numpy array: its own memory where the host can address it, else a copy."""
@@ -82,19 +82,37 @@ def _finish(out: Tensor, reduce: str, dtype: DType) -> Tensor:
   return out.cast(dtype) if out.dtype is not dtype else out
 
 
-def all_reduce(t: Tensor, op: str = "sum") -> Tensor:
-  """The elementwise sum (or max, min, mean) of t over every rank, on every rank; t has the same shape and dtype on all."""
+def all_reduce(t: Tensor, op: str = "sum", out: Tensor | None = None) -> Tensor:
+  """The elementwise sum (or max, min, mean) of t over every rank, on every rank; t has the same shape and dtype on all.
+  `out`: a realized tensor of t's shape and dtype in host memory to write the result into and return (t itself: in place),
+  so nothing is allocated; graphs over `out` not realized yet then read the result, as after an in-place op."""
   comm = WORLD.require("all_reduce")
   x, dtype = _reduced("all_reduce", t, op)
+  if out is not None: _check_out("all_reduce", out, x)
   _agree("all_reduce", ("all_reduce", op, x.shape, x.dtype.name))
-  src, owned = _input_buffer(x)
+  value, src, owned = _input_buffer(x)
   mpi_op, MPI = _mpi_op("all_reduce", op, x.dtype), WORLD.MPI
+  if out is not None:
+    target = buffer_of(out.uop).as_numpy()
+    source = MPI.IN_PLACE if out.uop is value.uop else _host(src)
+    WORLD.wait(comm.Iallreduce(source, target, op=mpi_op), "all_reduce")
+    if op == "mean": np.divide(target, WORLD.size, out=target)
+    return out
   if owned and src.allocator.supports_as_numpy:  # a buffer only this call sees: reduced in place, nothing allocated
     WORLD.wait(comm.Iallreduce(MPI.IN_PLACE, src.as_numpy(), op=mpi_op), "all_reduce")
-    return _finish(_land(src, src.as_numpy(), x.shape, x.device), op, dtype)
-  out, host = _new_output(x.device, src.size, x.dtype)
+    return _finish(value, op, dtype)
+  result, host = _new_output(x.device, src.size, x.dtype)
   WORLD.wait(comm.Iallreduce(_host(src), host, op=mpi_op), "all_reduce")
-  return _finish(_land(out, host, x.shape, x.device), op, dtype)
+  return _finish(_land(result, host, x.shape, x.device), op, dtype)
+
+def _check_out(op: str, out: Any, x: Tensor) -> None:
+  if not isinstance(out, Tensor): raise TypeError(f"{op}: out must be a Tensor, got {type(out).__name__}")
+  if out.dtype is dtypes.bfloat16: raise TypeError(f"{op}: out cannot be bfloat16, which is reduced in float32; leave out=None")
+  if out.shape != x.shape or out.dtype is not x.dtype or out.device != x.device:
+    raise ValueError(f"{op}: out is {out.dtype.name} {out.shape} on {out.device}, the result is {x.dtype.name} {x.shape} on {x.device}")
+  if out.uop.op is not Ops.BUFFER:
+    raise ValueError(f"{op}: out must be a realized tensor, not a view or a lazy graph (its graph is {out.uop.op.name}); realize() it first")
+  if not buffer_of(out.uop).allocator.supports_as_numpy: raise ValueError(f"{op}: out on {out.device} is not in host memory; leave out=None there")
 
 def reduce_scatter(t: Tensor, op: str = "sum") -> Tensor:
   """t, of shape (world_size * s, ...) on every rank, reduced elementwise over the ranks; rank i gets rows [i*s, (i+1)*s)."""
@@ -103,7 +121,7 @@ def reduce_scatter(t: Tensor, op: str = "sum") -> Tensor:
   if x.ndim == 0 or x.shape[0] % n:
     raise ValueError(f"reduce_scatter: axis 0 of shape {x.shape} must split into {n} equal parts, one per rank")
   _agree("reduce_scatter", ("reduce_scatter", op, x.shape, x.dtype.name))
-  src, _ = _input_buffer(x)
+  _, src, _ = _input_buffer(x)
   shape = (x.shape[0] // n, *x.shape[1:])
   out, host = _new_output(x.device, math.prod(shape), x.dtype)
   WORLD.wait(comm.Ireduce_scatter_block(_host(src), host, op=_mpi_op("reduce_scatter", op, x.dtype)), "reduce_scatter")
@@ -117,9 +135,9 @@ def broadcast(t: Tensor, src: int = 0) -> Tensor:
   _check_rank("broadcast", "src", src)
   _agree("broadcast", ("broadcast", src, t.shape, t.dtype.name))
   if WORLD.rank == src:
-    buf, _ = _input_buffer(t)
+    value, buf, _ = _input_buffer(t)
     WORLD.wait(comm.Ibcast(_host(buf), root=src), "broadcast")
-    return Tensor._from_uop(buffer_uop(t.shape, buf), t.device)
+    return value
   out, host = _new_output(t.device, math.prod(t.shape), t.dtype)
   WORLD.wait(comm.Ibcast(host, root=src), "broadcast")
   return _land(out, host, t.shape, t.device)
@@ -140,7 +158,7 @@ def all_gather(t: Tensor) -> Tensor:
                        for r, e in enumerate(everyone))
     raise WORLD.fail("all_gather", f"the axes after the first and the dtype must agree ({passed})")
   counts = everyone[:, 0] * math.prod(t.shape[1:])
-  src, _ = _input_buffer(t)
+  _, src, _ = _input_buffer(t)
   out, host = _new_output(t.device, int(counts.sum()), t.dtype)
   displacements = np.concatenate([[0], np.cumsum(counts)[:-1]])
   WORLD.wait(comm.Iallgatherv(_host(src), [host, counts, displacements, _mpi_type(t.dtype)]), "all_gather")
@@ -152,7 +170,7 @@ def send(t: Tensor, dst: int, tag: int = 0) -> None:
   comm = WORLD.require("send")
   _check_tensor("send", t)
   _check_rank("send", "dst", dst)
-  buf, _ = _input_buffer(t)
+  _, buf, _ = _input_buffer(t)
   WORLD.wait(comm.Isend(_host(buf), dest=dst, tag=tag), f"send to rank {dst}")
 
 def recv(src: int, shape: tuple[int, ...] | int, dtype: DType | str = dtypes.float32, device: str | None = None, tag: int = 0) -> Tensor:

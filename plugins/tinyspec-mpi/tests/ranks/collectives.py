@@ -71,11 +71,23 @@ everyone = rng.standard_normal((N, 1000)).astype(np.float32)
 np.testing.assert_allclose(dist.all_reduce(Tensor(everyone[R]), "mean").numpy(), everyone.mean(0), rtol=1e-5, atol=1e-6)
 checks += 1
 
+# out=: into a given buffer, and in place
+x, into = Tensor(everyone[R]).realize(), Tensor.empty(1000).realize()
+assert dist.all_reduce(x, "max", out=into) is into and x.numpy().tolist() == everyone[R].tolist()
+np.testing.assert_array_equal(into.numpy(), everyone.max(0))
+assert dist.all_reduce(x, "mean", out=x) is x
+np.testing.assert_allclose(x.numpy(), everyone.mean(0), rtol=1e-5, atol=1e-6)
+checks += 2
+
 # errors: every rank raises the same, naming what was wrong, and the world stays usable after
 expect(ValueError, "op must be one of", dist.all_reduce, Tensor([1.0]), "prod")
 expect(TypeError, "op 'mean' needs a float dtype, got int32", dist.all_reduce, Tensor([1]), "mean")
 expect(TypeError, "op 'mean' needs a number dtype, got bool", dist.all_reduce, Tensor([True]), "mean")
 expect(TypeError, "expected a Tensor, got ndarray", dist.all_reduce, np.ones(3))
+expect(ValueError, "out is float32 (3,) on", dist.all_reduce, Tensor([1.0, 2.0]), out=Tensor.empty(3).realize())
+expect(ValueError, "out must be a realized tensor, not a view or a lazy graph", dist.all_reduce, Tensor([1.0]), out=Tensor.ones(1) + 1)
+bf16 = Tensor([1.0]).cast(dtypes.bfloat16).realize()
+expect(TypeError, "out cannot be bfloat16", dist.all_reduce, bf16, out=bf16)
 expect(ValueError, "a 0-d tensor has no axis 0", dist.all_gather, Tensor(1.0))
 expect(ValueError, f"must split into {N} equal parts", dist.reduce_scatter, Tensor.ones(N + 1) if N > 1 else Tensor(1.0))
 expect(ValueError, "src must be a rank in", dist.broadcast, Tensor([1.0]), src=N)
