@@ -1,6 +1,7 @@
 """Every collective and send/recv against numpy on 2 and 4 ranks (ranks/collectives.py), and init's errors."""
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -17,9 +18,9 @@ def test_every_collective_matches_numpy(ranks):
   assert sorted(counts) == list(range(ranks)), ran.output
   assert min(counts.values()) > 500, counts  # every dtype x shape case ran on every rank
 
-def _alone(code: str) -> subprocess.CompletedProcess:
-  """`code` in a Python started without mpiexec."""
-  return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+def _alone(code: str, **env: str) -> subprocess.CompletedProcess:
+  """`code` in a Python started without mpiexec, with `env` added to the environment."""
+  return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env={**os.environ, **env})
 
 def test_init_outside_mpiexec_with_ranks_expected_says_how_to_launch():
   done = _alone("from tinyspec import distributed as dist; dist.init(world_size=2)")
@@ -38,6 +39,11 @@ def test_alone_is_a_world_of_one_rank():
 def test_operations_before_init_raise():
   done = _alone("from tinyspec import Tensor, distributed as dist; dist.all_reduce(Tensor([1.0]))")
   assert "all_reduce: tinyspec.distributed.init() has not been called in this process" in done.stderr, done.stderr
+
+def test_a_launcher_and_an_mpi_that_disagree_are_named():
+  # what a rank sees when mpiexec comes from another MPI than the one mpi4py loaded: the launcher's size, and a world of one
+  done = _alone("from tinyspec import distributed as dist; dist.init()", PMI_SIZE="4")
+  assert "started 4 processes (PMI_SIZE=4) but MPI sees 1: mpiexec and the MPI library mpi4py loaded" in done.stderr, done.stderr
 
 def test_wrong_world_size_under_mpiexec():
   ran = run_ranks(2, "ranks/expect_three.py")

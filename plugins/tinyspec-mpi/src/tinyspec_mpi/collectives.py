@@ -24,6 +24,7 @@ from tinyspec_mpi.world import WORLD
 
 REDUCE_OPS = ("sum", "max", "min", "mean")
 _MAX_NDIM = 16
+_DESCRIPTION_BYTES = 256  # what _agree exchanges: a tensor's dtype, shape and the call's details, as text
 
 
 def _check_tensor(op: str, t: Any) -> Tensor:
@@ -62,14 +63,19 @@ def _mpi_op(op: str, reduce: str, dtype: DType) -> Any:
   if reduce == "mean" and not dtypes.is_float(dtype): raise TypeError(f"{op}: op 'mean' needs a float dtype, got {dtype.name}; cast first")
   return {"sum": MPI.SUM, "mean": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}[reduce]
 
-def _agree(op: str, description: tuple) -> None:
-  """With checking on (init(check=True), TINYSPEC_MPI_CHECK=1): every rank must pass the same description (op, shape,
-  dtype), else all raise, naming the ranks that differ. Off by default: it costs one more exchange per operation."""
+def _agree(op: str, t: Tensor, detail: str) -> None:
+  """With checking on (init(check=True), TINYSPEC_MPI_CHECK=1): every rank must pass the same dtype, shape and `detail`
+  (the op, the source rank), else all raise, naming what each passed. Off by default: it is one more exchange per call."""
   if not WORLD.check: return
-  seen = WORLD.comm.allgather(description)
-  if any(d != description for d in seen):
-    differ = "; ".join(f"rank {r}: {d}" for r, d in enumerate(seen))
-    raise WORLD.fail(op, f"the ranks passed different tensors ({differ})")
+  text = f"{t.dtype.name} {t.shape} {detail}".encode()
+  if len(text) > _DESCRIPTION_BYTES: raise ValueError(f"{op}: shape {t.shape} is too long to check across ranks")
+  mine = np.zeros(_DESCRIPTION_BYTES, np.uint8)
+  mine[:len(text)] = np.frombuffer(text, np.uint8)
+  everyone = np.empty((WORLD.size, _DESCRIPTION_BYTES), np.uint8)
+  WORLD.wait(WORLD.comm.Iallgather(mine, everyone), op)  # nonblocking like every call, so a dead rank cannot hang the check
+  if (everyone != mine).any():
+    passed = "; ".join(f"rank {r}: {bytes(e).rstrip(bytes(1)).decode()}" for r, e in enumerate(everyone))
+    raise WORLD.fail(op, f"the ranks passed different tensors ({passed})")
 
 def _reduced(op: str, t: Tensor, reduce: str) -> tuple[Tensor, DType]:
   """t as MPI reduces it (bfloat16 widened to float32), and the dtype the result goes back to."""
@@ -89,7 +95,7 @@ def all_reduce(t: Tensor, op: str = "sum", out: Tensor | None = None) -> Tensor:
   comm = WORLD.require("all_reduce")
   x, dtype = _reduced("all_reduce", t, op)
   if out is not None: _check_out("all_reduce", out, x)
-  _agree("all_reduce", ("all_reduce", op, x.shape, x.dtype.name))
+  _agree("all_reduce", t, f"op {op}")
   value, src, owned = _input_buffer(x)
   mpi_op, MPI = _mpi_op("all_reduce", op, x.dtype), WORLD.MPI
   if out is not None:
@@ -120,7 +126,7 @@ def reduce_scatter(t: Tensor, op: str = "sum") -> Tensor:
   x, dtype = _reduced("reduce_scatter", t, op)
   if x.ndim == 0 or x.shape[0] % n:
     raise ValueError(f"reduce_scatter: axis 0 of shape {x.shape} must split into {n} equal parts, one per rank")
-  _agree("reduce_scatter", ("reduce_scatter", op, x.shape, x.dtype.name))
+  _agree("reduce_scatter", t, f"op {op}")
   _, src, _ = _input_buffer(x)
   shape = (x.shape[0] // n, *x.shape[1:])
   out, host = _new_output(x.device, math.prod(shape), x.dtype)
@@ -133,7 +139,7 @@ def broadcast(t: Tensor, src: int = 0) -> Tensor:
   comm = WORLD.require("broadcast")
   _check_tensor("broadcast", t)
   _check_rank("broadcast", "src", src)
-  _agree("broadcast", ("broadcast", src, t.shape, t.dtype.name))
+  _agree("broadcast", t, f"from rank {src}")
   if WORLD.rank == src:
     value, buf, _ = _input_buffer(t)
     WORLD.wait(comm.Ibcast(_host(buf), root=src), "broadcast")

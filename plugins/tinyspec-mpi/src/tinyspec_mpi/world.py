@@ -14,8 +14,9 @@ from typing import Any
 
 TIMEOUT_ENV = "TINYSPEC_MPI_TIMEOUT"
 CHECK_ENV = "TINYSPEC_MPI_CHECK"
-# what launchers put in each rank's environment: the world size they started, by launcher
-_LAUNCHER_SIZE = {"PMI_SIZE": "mpiexec (MPICH's hydra)", "OMPI_COMM_WORLD_SIZE": "Open MPI's mpiexec", "SLURM_NTASKS": "SLURM's srun"}
+# what launchers put in each rank's environment: the world size they started (srun with PMI sets PMI_SIZE too; SLURM_NTASKS
+# is not one of them: it is the allocation's, also seen by a process started alone inside it)
+_LAUNCHER_SIZE = {"PMI_SIZE": "the launcher (mpiexec, or srun through PMI)", "OMPI_COMM_WORLD_SIZE": "Open MPI's mpiexec"}
 
 
 class DistributedError(RuntimeError):
