@@ -11,6 +11,7 @@ bfloat16, which MPI lacks, is reduced in float32 (exact for max and min; sums ro
 from __future__ import annotations
 
 import math
+import weakref
 from typing import Any
 
 import numpy as np
@@ -41,9 +42,15 @@ def _input_buffer(t: Tensor) -> tuple[Tensor, Buffer, bool]:
   value = Tensor._from_uop(t.uop, t.device).realize()
   return value, buffer_of(value.uop), not any(u is value.uop for u in t.uop.toposort() if u.op is Ops.BUFFER)
 
+_host_memory: weakref.WeakKeyDictionary[Buffer, np.ndarray] = weakref.WeakKeyDictionary()
+
 def _host(buf: Buffer) -> np.ndarray:
-  """The buffer's contents as a flat numpy array: its own memory where the host can address it, else a copy."""
-  return buf.as_numpy() if buf.allocator.supports_as_numpy else buf.numpy()
+  """The buffer's contents as a flat numpy array: its own memory where the host can address it (kept per buffer: looking it
+  up again costs more than a small exchange), else a copy."""
+  if (memory := _host_memory.get(buf)) is not None: return memory
+  if not buf.allocator.supports_as_numpy: return buf.numpy()
+  memory = _host_memory[buf] = buf.as_numpy()
+  return memory
 
 def _new_output(device: str, size: int, dtype: DType) -> tuple[Buffer, np.ndarray]:
   """A fresh device buffer and the host array MPI writes; `_land` puts that array into the buffer when it is a copy."""
@@ -77,11 +84,11 @@ def _agree(op: str, t: Tensor, detail: str) -> None:
     passed = "; ".join(f"rank {r}: {bytes(e).rstrip(bytes(1)).decode()}" for r, e in enumerate(everyone))
     raise WORLD.fail(op, f"the ranks passed different tensors ({passed})")
 
-def _reduced(op: str, t: Tensor, reduce: str) -> tuple[Tensor, DType]:
-  """t as MPI reduces it (bfloat16 widened to float32), and the dtype the result goes back to."""
+def _reduced(op: str, t: Tensor, reduce: str) -> tuple[Tensor, DType, Any]:
+  """t as MPI reduces it (bfloat16 widened to float32), the dtype the result goes back to, and MPI's reduction op."""
   _check_tensor(op, t)
-  _mpi_op(op, reduce, t.dtype)
-  return (t.float(), t.dtype) if t.dtype is dtypes.bfloat16 else (t, t.dtype)
+  mpi_op = _mpi_op(op, reduce, t.dtype)
+  return (t.float(), t.dtype, mpi_op) if t.dtype is dtypes.bfloat16 else (t, t.dtype, mpi_op)
 
 def _finish(out: Tensor, reduce: str, dtype: DType) -> Tensor:
   if reduce == "mean": out = out / WORLD.size
@@ -93,19 +100,19 @@ def all_reduce(t: Tensor, op: str = "sum", out: Tensor | None = None) -> Tensor:
   `out`: a realized tensor of t's shape and dtype in host memory to write the result into and return (t itself: in place),
   so nothing is allocated; graphs over `out` not realized yet then read the result, as after an in-place op."""
   comm = WORLD.require("all_reduce")
-  x, dtype = _reduced("all_reduce", t, op)
+  x, dtype, mpi_op = _reduced("all_reduce", t, op)
   if out is not None: _check_out("all_reduce", out, x)
   _agree("all_reduce", t, f"op {op}")
   value, src, owned = _input_buffer(x)
-  mpi_op, MPI = _mpi_op("all_reduce", op, x.dtype), WORLD.MPI
+  MPI = WORLD.MPI
   if out is not None:
-    target = buffer_of(out.uop).as_numpy()
+    target = _host(buffer_of(out.uop))
     source = MPI.IN_PLACE if out.uop is value.uop else _host(src)
     WORLD.wait(comm.Iallreduce(source, target, op=mpi_op), "all_reduce")
     if op == "mean": np.divide(target, WORLD.size, out=target)
     return out
   if owned and src.allocator.supports_as_numpy:  # a buffer only this call sees: reduced in place, nothing allocated
-    WORLD.wait(comm.Iallreduce(MPI.IN_PLACE, src.as_numpy(), op=mpi_op), "all_reduce")
+    WORLD.wait(comm.Iallreduce(MPI.IN_PLACE, _host(src), op=mpi_op), "all_reduce")
     return _finish(value, op, dtype)
   result, host = _new_output(x.device, src.size, x.dtype)
   WORLD.wait(comm.Iallreduce(_host(src), host, op=mpi_op), "all_reduce")
@@ -118,19 +125,20 @@ def _check_out(op: str, out: Any, x: Tensor) -> None:
     raise ValueError(f"{op}: out is {out.dtype.name} {out.shape} on {out.device}, the result is {x.dtype.name} {x.shape} on {x.device}")
   if out.uop.op is not Ops.BUFFER:
     raise ValueError(f"{op}: out must be a realized tensor, not a view or a lazy graph (its graph is {out.uop.op.name}); realize() it first")
-  if not buffer_of(out.uop).allocator.supports_as_numpy: raise ValueError(f"{op}: out on {out.device} is not in host memory; leave out=None there")
+  if buffer_of(out.uop) not in _host_memory and not buffer_of(out.uop).allocator.supports_as_numpy:
+    raise ValueError(f"{op}: out on {out.device} is not in host memory; leave out=None there")
 
 def reduce_scatter(t: Tensor, op: str = "sum") -> Tensor:
   """t, of shape (world_size * s, ...) on every rank, reduced elementwise over the ranks; rank i gets rows [i*s, (i+1)*s)."""
   comm, n = WORLD.require("reduce_scatter"), WORLD.size
-  x, dtype = _reduced("reduce_scatter", t, op)
+  x, dtype, mpi_op = _reduced("reduce_scatter", t, op)
   if x.ndim == 0 or x.shape[0] % n:
     raise ValueError(f"reduce_scatter: axis 0 of shape {x.shape} must split into {n} equal parts, one per rank")
   _agree("reduce_scatter", t, f"op {op}")
   _, src, _ = _input_buffer(x)
   shape = (x.shape[0] // n, *x.shape[1:])
   out, host = _new_output(x.device, math.prod(shape), x.dtype)
-  WORLD.wait(comm.Ireduce_scatter_block(_host(src), host, op=_mpi_op("reduce_scatter", op, x.dtype)), "reduce_scatter")
+  WORLD.wait(comm.Ireduce_scatter_block(_host(src), host, op=mpi_op), "reduce_scatter")
   return _finish(_land(out, host, shape, x.device), op, dtype)
 
 def broadcast(t: Tensor, src: int = 0) -> Tensor:
@@ -187,7 +195,7 @@ def recv(src: int, shape: tuple[int, ...] | int, dtype: DType | str = dtypes.flo
   if not all(type(s) is int and s >= 0 for s in shape): raise ValueError(f"recv: shape must be non-negative ints, got {shape}")
   device = Tensor.empty(0, device=device).device if device is None else device
   out, host = _new_output(device, math.prod(shape), dtype)
-  status = WORLD.wait(comm.Irecv([host, _mpi_type(dtype)], source=src, tag=tag), f"recv from rank {src}")
+  status = WORLD.wait(comm.Irecv([host, _mpi_type(dtype)], source=src, tag=tag), f"recv from rank {src}", with_status=True)
   if (got := status.Get_count(_mpi_type(dtype))) != host.size:
     raise WORLD.fail("recv", f"expected {host.size} elements of {dtype.name} (shape {shape}) from rank {src}, got {got}")
   return _land(out, host, shape, device)

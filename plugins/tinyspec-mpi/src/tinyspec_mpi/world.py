@@ -65,10 +65,10 @@ class World:
     if self.broken is not None: raise DistributedError(f"{op}: an earlier operation failed, so the ranks are out of step: {self.broken}")
     return self.comm
 
-  def wait(self, request: Any, op: str) -> Any:
-    """Wait for a nonblocking MPI request, at most `timeout` seconds; returns its status. The loop spins on MPI_Test,
-    which is also what moves MPICH's transfers along: a rank waiting here has nothing else to do with its core."""
-    status = self.MPI.Status()
+  def wait(self, request: Any, op: str, with_status: bool = False) -> Any:
+    """Wait for a nonblocking MPI request, at most `timeout` seconds; returns its status if asked. The loop spins on
+    MPI_Test, which is also what moves MPICH's transfers along: a rank waiting here has nothing else to do with its core."""
+    status = self.MPI.Status() if with_status else None
     if request.Test(status): return status
     deadline = time.monotonic() + self.timeout
     while not request.Test(status):
