@@ -15,6 +15,7 @@ import weakref
 from typing import Any
 
 import numpy as np
+from tinyspec.device import Device
 from tinyspec.device.memory import Buffer, buffer_np_dtype
 from tinyspec.dtype import DType, dtypes, to_dtype
 from tinyspec.engine.realize import buffer_of, buffer_uop, is_realized
@@ -151,7 +152,7 @@ def broadcast(t: Tensor, src: int = 0) -> Tensor:
   if WORLD.rank == src:
     value, buf, _ = _input_buffer(t)
     WORLD.wait(comm.Ibcast(_host(buf), root=src), "broadcast")
-    return value
+    return Tensor._from_uop(value.uop, t.device)  # t's buffer, in a Tensor of its own
   out, host = _new_output(t.device, math.prod(t.shape), t.dtype)
   WORLD.wait(comm.Ibcast(host, root=src), "broadcast")
   return _land(out, host, t.shape, t.device)
@@ -193,7 +194,7 @@ def recv(src: int, shape: tuple[int, ...] | int, dtype: DType | str = dtypes.flo
   _check_rank("recv", "src", src)
   shape, dtype = ((shape,) if isinstance(shape, int) else tuple(shape)), to_dtype(dtype)
   if not all(type(s) is int and s >= 0 for s in shape): raise ValueError(f"recv: shape must be non-negative ints, got {shape}")
-  device = Tensor.empty(0, device=device).device if device is None else device
+  device = Device.DEFAULT if device is None else Device.canonicalize(device)
   out, host = _new_output(device, math.prod(shape), dtype)
   status = WORLD.wait(comm.Irecv([host, _mpi_type(dtype)], source=src, tag=tag), f"recv from rank {src}", with_status=True)
   if (got := status.Get_count(_mpi_type(dtype))) != host.size:

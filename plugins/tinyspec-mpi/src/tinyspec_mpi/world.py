@@ -37,12 +37,16 @@ class World:
 
   def init(self, world_size: int | None = None, timeout: float | None = None, check: bool | None = None) -> World:
     """Join the ranks `mpiexec` (or srun) started. `world_size`: how many ranks the program expects; a process started
-    alone, or among a different number, raises saying how to launch it. Calling it again only updates timeout and check."""
+    alone, or among a different number, raises saying how to launch it. Calling it again checks world_size and updates
+    timeout and check."""
     if timeout is None: timeout = _env_float(TIMEOUT_ENV, self.timeout)
     if not timeout > 0: raise ValueError(f"init: timeout must be a positive number of seconds, got {timeout!r}")
     self.timeout = float(timeout)
     self.check = check if check is not None else os.environ.get(CHECK_ENV, "") not in ("", "0")
-    if self.comm is not None: return self
+    if self.comm is not None:
+      if world_size is not None and world_size != self.size:
+        raise DistributedError(f"init: {world_size} ranks expected, but this world has {self.size}")
+      return self
     self.MPI = MPI = _import_mpi()
     comm = MPI.COMM_WORLD
     size = comm.Get_size()
