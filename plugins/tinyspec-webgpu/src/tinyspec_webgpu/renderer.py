@@ -339,10 +339,24 @@ class _Kernel:
     args = "@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>"
     # a folded grid's dispatch is rounded up: the workgroups past it return at once
     guard = [f"  if ({self.folded_gidx0()} >= {self.grid['gidx0']}u) {{ return; }}"] if self.folded else []
+    if any(OPAQUE_ZERO in line for line in self.body): guard.append(f"  let {OPAQUE_ZERO}: u32 = gid.x & 0x80000000u;")
     lines = [f"@compute @workgroup_size({x}, {y}, {z})", f"fn {self.name}({args}) {{", *guard, *(f"  {d}" for d in self.regs), *self.body, "}"]
     return "\n".join(head + lines) + "\n"
 
 # ---- the instruction table: one function per op, each writing its instruction into the kernel ----
+
+# WGSL lets a compiler assume no infinity or nan is ever computed, and lavapipe's does where it sees a constant: 0.0 * x
+# becomes 0.0 and an empty sum's 0.0 times 1/0 (a mean over nothing) 0.0, not nan. Zero, infinities and nan are
+# therefore written through a zero it cannot see: the top bit of the workgroup id, always clear (at most 65535 of them).
+OPAQUE_ZERO = "opaque_zero"
+
+def _const(k: _Kernel, i: int, u: UOp) -> None:
+  value, dt = u.arg[0], u.dtype
+  if _is_float(dt) and (value == 0 or not math.isfinite(value)):
+    with np.errstate(over="ignore"): bits = int(np.float32(value).view(np.uint32))
+    f32 = f"bitcast<f32>({bits:#010x}u | {OPAQUE_ZERO})"
+    k.expr[u] = f32 if dt is dtypes.float32 else f"f16({f32})"
+  else: k.expr[u] = render_const(value, dt)
 
 def _param(k: _Kernel, i: int, u: UOp) -> None:
   if isinstance(u.arg[0], str):  # an integer variable of the kernel: a field of the uniform struct
@@ -432,7 +446,7 @@ def _alu(k: _Kernel, i: int, u: UOp) -> None:
   k.define(i, u, k.r.render_alu(u.op, u.dtype, u.src[0].dtype, [k.expr[s] for s in u.src]))
 
 _RENDER: dict[Ops, Callable[[_Kernel, int, UOp], None]] = {
-  Ops.CONST: lambda k, i, u: k.expr.__setitem__(u, render_const(u.arg[0], u.dtype)),          # written into its users
+  Ops.CONST: _const,                                                                           # written into its users
   Ops.PARAM: _param, Ops.BUFFER: _buffer, Ops.SPECIAL: _special,
   Ops.AFTER: lambda k, i, u: k.expr.__setitem__(u, k.expr[u.src[0]]),                         # ordering only: statements run in order
   Ops.INDEX: _index, Ops.LOAD: _load, Ops.STORE: _store,
