@@ -54,7 +54,8 @@ class World:
     if launched is not None and launched[1] != size:
       raise DistributedError(f"init: {_LAUNCHER_SIZE[launched[0]]} started {launched[1]} processes ({launched[0]}={launched[1]}) but MPI sees "
                              f"{size}: mpiexec and the MPI library mpi4py loaded ({MPI.Get_library_version().splitlines()[0].strip()}) are "
-                             "from different MPI installations; use the mpiexec of the same one (`python -m mpi4py --prefix` shows where it is)")
+                             "from different MPI installations; use the mpiexec of the same one "
+                             "(`python -m mpi4py --mpi-library` shows which library that is)")
     if world_size is not None and world_size != size:
       if size == 1 and launched is None:
         raise DistributedError(f"init: {world_size} ranks expected but this process runs alone: it was not started by mpiexec. "
