@@ -36,6 +36,10 @@ def test_alone_is_a_world_of_one_rank():
   done = _alone(code)
   assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
 
+def test_the_core_names_the_backends_it_can_forward_to():
+  done = _alone("import tinyspec.distributed", TINYSPEC_DISTRIBUTED="nccl")
+  assert "TINYSPEC_DISTRIBUTED='nccl', but the installed backends are: mpi" in done.stderr, done.stderr
+
 def test_operations_before_init_raise():
   done = _alone("from tinyspec import Tensor, distributed as dist; dist.all_reduce(Tensor([1.0]))")
   assert "all_reduce: tinyspec.distributed.init() has not been called in this process" in done.stderr, done.stderr
