@@ -71,6 +71,14 @@ everyone = rng.standard_normal((N, 1000)).astype(np.float32)
 np.testing.assert_allclose(dist.all_reduce(Tensor(everyone[R]), "mean").numpy(), everyone.mean(0), rtol=1e-5, atol=1e-6)
 checks += 1
 
+# another host-memory device: the PYTHON interpreter's buffers go to MPI the same way, and results stay on it
+on_python = Tensor(everyone[R], device="PYTHON")
+total, gathered = dist.all_reduce(on_python * 1), dist.all_gather(on_python.reshape(10, 100))
+assert total.device == gathered.device == "PYTHON", (total.device, gathered.device)
+np.testing.assert_allclose(total.numpy(), everyone.sum(0), rtol=1e-5, atol=1e-5)
+np.testing.assert_array_equal(gathered.numpy(), everyone.reshape(N * 10, 100))
+checks += 2
+
 # out=: into a given buffer, and in place
 x, into = Tensor(everyone[R]).realize(), Tensor.empty(1000).realize()
 assert dist.all_reduce(x, "max", out=into) is into and x.numpy().tolist() == everyone[R].tolist()
