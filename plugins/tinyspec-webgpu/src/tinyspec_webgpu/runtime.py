@@ -34,7 +34,9 @@ USAGE = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.
 @functools.cache
 def adapter() -> wgpu.GPUAdapter:
   """The adapter every WEBGPU device opens on; RuntimeError saying what to install where there is none."""
-  found = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
+  try: found = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
+  except RuntimeError as e:  # "Request adapter failed (3): Validation Error\n\nCaused by:\n  No suitable graphics adapter found; ..."
+    raise RuntimeError(f"{INSTALL} (wgpu: {str(e).strip().splitlines()[-1].strip()})") from None
   if found is None: raise RuntimeError(INSTALL)
   return found
 
