@@ -40,6 +40,15 @@ def test_the_core_names_the_backends_it_can_forward_to():
   done = _alone("import tinyspec.distributed", TINYSPEC_DISTRIBUTED="nccl")
   assert "TINYSPEC_DISTRIBUTED='nccl', but the installed backends are: mpi" in done.stderr, done.stderr
 
+def test_a_collective_inside_tinyjit_is_refused_at_capture():
+  code = ("from tinyspec import Tensor, TinyJit, distributed as dist; dist.init()\n"
+          "step = TinyJit(lambda x: dist.all_reduce(x * 2))\n"
+          "print(step(Tensor.ones(4)).numpy().tolist(), flush=True)\n"
+          "step(Tensor.ones(4))")
+  done = _alone(code)
+  assert done.stdout.strip() == "[2.0, 2.0, 2.0, 2.0]", done.stdout + done.stderr  # the first call runs as plain Python
+  assert "all_reduce: called inside a TinyJit function, whose replays run only the captured kernels" in done.stderr, done.stderr
+
 def test_operations_before_init_raise():
   done = _alone("from tinyspec import Tensor, distributed as dist; dist.all_reduce(Tensor([1.0]))")
   assert "all_reduce: tinyspec.distributed.init() has not been called in this process" in done.stderr, done.stderr

@@ -12,6 +12,8 @@ import sys
 import time
 from typing import Any
 
+from tinyspec.engine.run import _recording  # set while TinyJit captures (engine.run.capture)
+
 TIMEOUT_ENV = "TINYSPEC_MPI_TIMEOUT"
 CHECK_ENV = "TINYSPEC_MPI_CHECK"
 # what launchers put in each rank's environment: the world size they started (srun with PMI sets PMI_SIZE too; SLURM_NTASKS
@@ -65,8 +67,11 @@ class World:
     return self
 
   def require(self, op: str) -> Any:
-    """The communicator, for operation `op`; raises when the world is not started or broken."""
+    """The communicator, for operation `op`; raises when the world is not started or broken, or inside a TinyJit capture."""
     if self.comm is None: raise DistributedError(f"{op}: tinyspec.distributed.init() has not been called in this process")
+    if getattr(_recording, "steps", None) is not None:  # TinyJit's capture records kernels and copies; an MPI call would be left out
+      raise DistributedError(f"{op}: called inside a TinyJit function, whose replays run only the captured kernels and would "
+                             "skip the exchange; call it outside the jitted function")
     if self.broken is not None: raise DistributedError(f"{op}: an earlier operation failed, so the ranks are out of step: {self.broken}")
     return self.comm
 
