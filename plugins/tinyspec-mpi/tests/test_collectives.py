@@ -62,3 +62,8 @@ def test_wrong_world_size_under_mpiexec():
   ran = run_ranks(2, "ranks/expect_three.py")
   assert ran.returncode != 0
   assert "3 ranks expected, but 2 were started (mpiexec -n 2); start 3" in ran.output, ran.output
+
+def test_devices_whose_memory_the_host_cannot_address_go_through_a_copy():
+  ran = run_ranks(2, "ranks/device_memory.py")
+  assert ran.returncode == 0, ran.output
+  assert ran.output.count(": ok") == 2, ran.output
