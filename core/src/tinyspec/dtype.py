@@ -103,6 +103,14 @@ class dtypes:
   @staticmethod
   def is_bool(dt: DType) -> bool: return dt.scalar() == dtypes.bool
   @staticmethod
+  def min(dt: DType) -> int | float | bool:
+    """The smallest value of `dt` (tinygrad's dtypes.min; the same as dt.min): -inf for floats."""
+    return dt.min
+  @staticmethod
+  def max(dt: DType) -> int | float | bool:
+    """The largest value of `dt` (tinygrad's dtypes.max; the same as dt.max): inf for floats."""
+    return dt.max
+  @staticmethod
   def from_py(x) -> DType:
     """The dtype of a Python scalar, as PyTorch infers it (bool, default int or int64/uint64 for larger ints, default float)."""
     if isinstance(x, (bool, np.bool_)): return dtypes.bool

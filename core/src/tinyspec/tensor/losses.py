@@ -36,7 +36,7 @@ class LossMixin:
       raise TypeError(f"class-index targets must be integers, got {target.dtype}")
     batched = self.ndim >= 2
     want = (self.shape[0], *self.shape[2:]) if batched else ()
-    if target.shape != want: raise ValueError(f"targets of shape {target.shape} for an input of shape {self.shape}: expected {want}")
+    if target.shape != want: raise RuntimeError(f"targets of shape {target.shape} for an input of shape {self.shape}: expected {want}")
     c = self.shape[1] if batched else self.shape[0]
     classes = type(self).arange(c, dtype=target.dtype, device=self.device)
     if batched: classes = classes.reshape((1, c) + (1,) * (self.ndim - 2))
@@ -74,7 +74,7 @@ class LossMixin:
     logp = self.log_softmax(axis)
     c = self.shape[axis]
     if dtypes.is_float(target.dtype):  # class probabilities
-      if target.shape != self.shape: raise ValueError(f"cross_entropy: probabilities of shape {target.shape} for logits of shape {self.shape}")
+      if target.shape != self.shape: raise RuntimeError(f"cross_entropy: probabilities of shape {target.shape} for logits of shape {self.shape}")
       p = target * (1 - label_smoothing) + label_smoothing / c
       w = self._class_weight(weight)
       return _reduced(-(p * logp if w is None else p * logp * w).sum(axis), reduction)

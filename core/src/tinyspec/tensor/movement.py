@@ -23,6 +23,19 @@ if TYPE_CHECKING:
 _INT = (int, np.integer)
 
 
+class ShapeError(RuntimeError, ValueError):
+  """A shape that cannot be: a negative size, a reshape to another number of elements, too few repeats. PyTorch raises a
+  RuntimeError there, tinygrad (and Python, for a bad argument) a ValueError; this is both, so code written for either
+  catches it (numpy's AxisError is a ValueError and an IndexError for the same reason)."""
+
+class ZeroDimError(RuntimeError, IndexError):
+  """An op that needs an axis applied to a 0-d tensor: PyTorch's RuntimeError and tinygrad's IndexError, as ShapeError."""
+
+def no_negative_sizes(shape: tuple, op: str) -> None:
+  """Raise ShapeError naming `op` when `shape` holds a negative size."""
+  if any(isinstance(s, int) and s < 0 for s in shape): raise ShapeError(f"{op}: negative dimension in shape {shape}")
+
+
 def resolve_dim(dim: int, ndim: int) -> int:
   """`dim` as a non-negative axis of an ndim-d tensor (negative counts from the end); a 0-d tensor takes 0 and -1."""
   if not isinstance(dim, _INT) or isinstance(dim, bool): raise TypeError(f"a dimension must be an int, got {dim!r}")
@@ -131,10 +144,10 @@ class MovementMixin:
     if unknown:
       known = math.prod(s for s in new if not sint_is(s, -1))
       if sint_value(known) == 0 or sint_value(numel) % sint_value(known):
-        raise RuntimeError(f"reshape: shape {self.shape} ({numel} elements) cannot become {new}")
+        raise ShapeError(f"reshape: shape {self.shape} ({numel} elements) cannot become {new}")
       new = tuple(simplified(numel // known) if sint_is(s, -1) else s for s in new)
     if sint_value(math.prod(new)) != sint_value(numel):
-      raise RuntimeError(f"reshape: shape {self.shape} ({numel} elements) cannot become {new} ({math.prod(new)} elements)")
+      raise ShapeError(f"reshape: shape {self.shape} ({numel} elements) cannot become {new} ({math.prod(new)} elements)")
     return self if new == self.shape else self._new(self.uop.reshape(new))
 
   def expand(self: Tensor, shape, *args) -> Tensor:
@@ -174,7 +187,7 @@ class MovementMixin:
   def pad(self: Tensor, padding: Sequence, mode: str = "constant", value: float = 0.0) -> Tensor:
     """Padding as PyTorch's F.pad, (left, right) pairs from the last axis backwards, or one (before, after) pair (or None)
     per axis. Negative amounts cut instead. PAD fills zeros; another `value` is a WHERE over a padded mask."""
-    if mode not in PAD_MODES: raise ValueError(f"pad: mode must be one of {PAD_MODES}, got {mode!r}")
+    if mode not in PAD_MODES: raise NotImplementedError(f"pad: mode must be one of {PAD_MODES}, got {mode!r}")
     pairs = _pad_pairs(padding, self.ndim)
     if mode != "constant": return self._pad_from_edges(pairs, mode)
     for i, ((b, a), s) in enumerate(zip(pairs, self.shape)):
@@ -190,14 +203,17 @@ class MovementMixin:
 
   def _pad_from_edges(self: Tensor, pairs: list[tuple[int, int]], mode: str) -> Tensor:
     """Padding filled from the tensor itself, one axis at a time: each output position reads input position
-    `_EDGE_INDEX[mode](i - before, size)` (a gather along the axis, so the gradient flows back to what was read)."""
+    `_EDGE_INDEX[mode](i - before, size)` (a gather along the axis, so the gradient flows back to what was read). A
+    negative amount cuts from what the padding on that axis made (as PyTorch's reflect and replicate do)."""
     out = self
     for a, (before, after) in enumerate(pairs):
       if not before and not after: continue
       n = self.shape[a]
       amounts = (before, after)
-      if before < 0 or after < 0 or not isinstance(n, int):
-        raise ValueError(f"pad: mode {mode!r} takes non-negative amounts on an axis of fixed size, got {amounts}")
+      if not isinstance(n, int): raise ValueError(f"pad: mode {mode!r} needs an axis of fixed size, got {n} for axis {a}")
+      if mode == "circular" and min(amounts) < 0:
+        raise NotImplementedError(f"pad: negative amounts {amounts} with mode 'circular' are not supported")
+      if n + before + after < 0: raise RuntimeError(f"pad: {amounts} cuts more than the size {n} of axis {a}")
       if (mode == "reflect" and max(amounts) >= n) or (mode == "circular" and max(amounts) > n) or (mode == "replicate" and n == 0):
         raise ValueError(f"pad: {mode} padding {amounts} does not fit axis {a} of size {n} (reflect: less than it, circular: at most it)")
       idx = _EDGE_INDEX[mode](np.arange(-before, n + after), n)
@@ -249,9 +265,9 @@ class MovementMixin:
     return square.pad(((0, k), (k, 0)) if diagonal >= 0 else ((k, 0), (0, k)))
   def meshgrid(self: Tensor, *others: Tensor, indexing: str = "ij") -> tuple[Tensor, ...]:
     """Coordinate grids from 1-D tensors (torch.meshgrid): indexing "ij" (matrix) or "xy" (the first two axes swapped)."""
-    if indexing not in ("ij", "xy"): raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
-    ts = [self, *others]
-    if any(t.ndim != 1 for t in ts): raise RuntimeError(f"meshgrid: expected 1-D tensors, got shapes {[t.shape for t in ts]}")
+    if indexing not in ("ij", "xy"): raise RuntimeError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
+    ts = [t.reshape(1) if t.ndim == 0 else t for t in (self, *others)]  # a 0-d tensor counts as one element, as PyTorch
+    if any(t.ndim != 1 for t in ts): raise RuntimeError(f"meshgrid: expected 0-D or 1-D tensors, got shapes {[t.shape for t in ts]}")
     shape = tuple(t.shape[0] for t in ts)
     grids = [t.reshape(*(-1 if i == j else 1 for j in range(len(ts)))).expand(*shape) for i, t in enumerate(ts)]
     return tuple(g.transpose(0, 1) for g in grids) if indexing == "xy" and len(ts) > 1 else tuple(grids)
@@ -293,7 +309,7 @@ class MovementMixin:
   def repeat(self: Tensor, repeats, *args) -> Tensor:
     """The tensor tiled `repeats` times along each axis (more repeats than axes add leading axes), as PyTorch's repeat."""
     reps = shape_arg(repeats, *args)
-    if len(reps) < self.ndim: raise RuntimeError(f"repeat: {reps} has fewer entries than the tensor has dimensions ({self.shape})")
+    if len(reps) < self.ndim: raise ShapeError(f"repeat: {reps} has fewer entries than the tensor has dimensions ({self.shape})")
     if any(r < 0 for r in reps): raise RuntimeError(f"repeat: negative count in {reps}")
     base = (1,) * (len(reps) - self.ndim) + self.shape
     x = self.reshape(tuple(v for s in base for v in (1, s))).expand(tuple(v for r, s in zip(reps, base) for v in (r, s)))
@@ -330,7 +346,7 @@ class MovementMixin:
     if len(ts) == 2 and isinstance(ts[1], (list, tuple)): ts = [ts[0], *ts[1]]
     if not ts: raise ValueError("cat: needs at least one tensor")
     first = ts[0]
-    if first.ndim == 0 or any(t.ndim == 0 for t in ts): raise RuntimeError("cat: zero-dimensional tensors cannot be concatenated; use stack")
+    if first.ndim == 0 or any(t.ndim == 0 for t in ts): raise ZeroDimError("cat: zero-dimensional tensors cannot be concatenated; use stack")
     d = resolve_dim(dim, first.ndim)
     for t in ts[1:]:
       if t.ndim != first.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, first.shape)) if i != d):
@@ -484,7 +500,8 @@ class MovementMixin:
     if isinstance(src, MovementMixin):
       if src.ndim != self.ndim or any(i > s for i, s in zip(index.shape, src.shape)):
         raise RuntimeError(f"scatter: index shape {index.shape} is larger than src's {src.shape}")
-      src = src.shrink(tuple((0, i) for i in index.shape)).cast(self.dtype)
+      if src.dtype != self.dtype: raise RuntimeError(f"scatter: src's dtype {src.dtype} differs from the tensor's {self.dtype} (as PyTorch, no cast)")
+      src = src.shrink(tuple((0, i) for i in index.shape))
     else: src = type(self).full(index.shape, src, self.dtype, self.device)
     size, nj = self.shape[d], index.shape[d]
     pos = type(self).arange(size, dtype=index.dtype, device=self.device).reshape((1,) * (d + 1) + (size,) + (1,) * (self.ndim - d - 1))
@@ -502,11 +519,13 @@ class MovementMixin:
     "prod", "mean", "amax" or "amin" (torch.scatter_reduce). With include_self the position's own value takes part, else
     only the src values do; positions no index names keep theirs. An integer mean rounds down, as PyTorch's."""
     if reduce not in ("sum", "prod", "mean", "amax", "amin"):
-      raise ValueError(f"scatter_reduce: reduce must be 'sum', 'prod', 'mean', 'amax' or 'amin', got {reduce!r}")
+      raise RuntimeError(f"scatter_reduce: reduce must be 'sum', 'prod', 'mean', 'amax' or 'amin', got {reduce!r}")
     d = resolve_dim(dim, self.ndim)
     if index.ndim != self.ndim or src.ndim != self.ndim:
       raise RuntimeError(f"scatter_reduce: index {index.shape} and src {src.shape} must have the tensor's {self.ndim} dimensions")
     if not dtypes.is_int(index.dtype): raise RuntimeError(f"scatter_reduce: index must be an integer tensor, got {index.dtype}")
+    if src.dtype != self.dtype:
+      raise RuntimeError(f"scatter_reduce: src's dtype {src.dtype} differs from the tensor's {self.dtype} (as PyTorch, no cast)")
     if any(i > s for a, (i, s) in enumerate(zip(index.shape, self.shape)) if a != d) or any(i > s for i, s in zip(index.shape, src.shape)):
       raise RuntimeError(f"scatter_reduce: index shape {index.shape} is larger than src's {src.shape} or (outside dimension {dim}) "
                          f"the tensor's {self.shape}")
@@ -514,7 +533,7 @@ class MovementMixin:
     size = self.shape[d]
     pos = type(self).arange(size, dtype=index.dtype, device=self.device).reshape((1,) * (d + 1) + (size,) + (1,) * (self.ndim - d - 1))
     mask = index.unsqueeze(d + 1) == pos  # axes: index's ..., j (the contribution), s (self's position), ...
-    vals = src.shrink(tuple((0, i) for i in index.shape)).cast(self.dtype).unsqueeze(d + 1)
+    vals = src.shrink(tuple((0, i) for i in index.shape)).unsqueeze(d + 1)
     pad = tuple((0, 0) if a == d else (0, s - i) for a, (i, s) in enumerate(zip(index.shape, self.shape)))
     count = mask.sum(d, dtype=dtypes.int32).pad(pad)  # contributions per position of self
     named = count > 0

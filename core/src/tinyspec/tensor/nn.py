@@ -78,7 +78,7 @@ def _einsum_diagonals(formula: str, spec: str, t: Tensor) -> tuple[str, Tensor]:
   while len(set(spec)) != len(spec):
     c = next(c for c in spec if spec.count(c) > 1)
     a, b = spec.index(c), spec.index(c, spec.index(c) + 1)
-    if t.shape[a] != t.shape[b]: raise ValueError(f"einsum {formula!r}: letter {c!r} repeated in {spec!r} with sizes {t.shape[a]} and {t.shape[b]}")
+    if t.shape[a] != t.shape[b]: raise RuntimeError(f"einsum {formula!r}: letter {c!r} repeated in {spec!r} with sizes {t.shape[a]} and {t.shape[b]}")
     t, spec = t.diagonal(0, a, b), spec[:a] + spec[a + 1:b] + spec[b + 1:] + c
   return spec, t
 
@@ -310,11 +310,18 @@ class NNMixin:
 
   # ---- attention and dropout ----
   def scaled_dot_product_attention(self: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None, dropout_p: float = 0.0,
-                                   is_causal: bool = False, scale: float | None = None) -> Tensor:
+                                   is_causal: bool = False, scale: float | None = None, enable_gqa: bool = False) -> Tensor:
     """softmax(q k^T * scale + mask) v with `self` the query (..., L, E), key (..., S, E), value (..., S, Ev), as PyTorch's
     F.scaled_dot_product_attention: a bool mask keeps where true, a float mask is added; is_causal keeps the lower
-    triangle; scale defaults to 1/sqrt(E). A row with every position masked gives 0 (PyTorch's answer), not nan."""
-    if is_causal and attn_mask is not None: raise ValueError("scaled_dot_product_attention: give attn_mask or is_causal, not both")
+    triangle; scale defaults to 1/sqrt(E). A row with every position masked gives 0 (PyTorch's answer), not nan. With
+    enable_gqa, key and value may have fewer heads (axis -3) than the query, a divisor of its count: each serves a group."""
+    if is_causal and attn_mask is not None: raise RuntimeError("scaled_dot_product_attention: give attn_mask or is_causal, not both")
+    if enable_gqa and self.ndim >= 3 and key.shape[-3] != self.shape[-3]:
+      heads, kv_heads = self.shape[-3], key.shape[-3]
+      if kv_heads == 0 or heads % kv_heads or value.shape[-3] != kv_heads:
+        raise RuntimeError(f"scaled_dot_product_attention: {heads} query heads do not split into groups over key heads {kv_heads} "
+                           f"and value heads {value.shape[-3]}")
+      key, value = key.repeat_interleave(heads // kv_heads, -3), value.repeat_interleave(heads // kv_heads, -3)
     q = self._float()
     L, S = q.shape[-2], key.shape[-2]
     att = (q @ key.transpose(-2, -1)) * (1 / math.sqrt(q.shape[-1]) if scale is None else scale)
@@ -344,7 +351,8 @@ class NNMixin:
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)): operands = tuple(operands[0])
     lhs, arrow, out = formula.replace(" ", "").partition("->")
     inputs = lhs.split(",")
-    if len(inputs) != len(operands): raise ValueError(f"einsum {formula!r}: {len(inputs)} operands in the formula, {len(operands)} given")
+    if len(inputs) != len(operands): raise RuntimeError(f"einsum {formula!r}: {len(inputs)} operands in the formula, {len(operands)} given")
+    if any(spec.count("...") > 1 for spec in inputs + [out]): raise RuntimeError(f"einsum {formula!r}: more than one '...' in one operand")
     nell = max((t.ndim - (len(spec) - 3) for spec, t in zip(inputs, operands) if "..." in spec), default=0)
     ell = "".join(chr(ord("A") + i) for i in range(nell))  # the "..." axes as letters of their own
     inputs = [spec.replace("...", ell[len(ell) - (t.ndim - (len(spec) - 3)):] if "..." in spec else "") for spec, t in zip(inputs, operands)]
@@ -352,33 +360,36 @@ class NNMixin:
     else: out = out.replace("...", ell)
     sizes: dict[str, int] = {}
     for spec, t in zip(inputs, operands):
-      if len(spec) != t.ndim: raise ValueError(f"einsum {formula!r}: operand of shape {t.shape} for subscripts {spec!r}")
+      if len(spec) != t.ndim: raise RuntimeError(f"einsum {formula!r}: operand of shape {t.shape} for subscripts {spec!r}")
     inputs, operands = map(list, zip(*(_einsum_diagonals(formula, spec, t) for spec, t in zip(inputs, operands))))
     for spec, t in zip(inputs, operands):
       for c, n in zip(spec, t.shape):
         if sizes.setdefault(c, n) != n and n != 1 and sizes[c] != 1:
-          raise ValueError(f"einsum {formula!r}: letter {c!r} has sizes {sizes[c]} and {n}")
+          raise RuntimeError(f"einsum {formula!r}: letter {c!r} has sizes {sizes[c]} and {n}")
         sizes[c] = max(sizes[c], n)
-    if unknown := set(out) - set(sizes): raise ValueError(f"einsum {formula!r}: output letters {sorted(unknown)} appear in no operand")
+    if unknown := set(out) - set(sizes): raise RuntimeError(f"einsum {formula!r}: output letters {sorted(unknown)} appear in no operand")
     letters = list(out) + sorted(set(sizes) - set(out))
     prod = None
     for spec, t in zip(inputs, operands):
       order = sorted(range(len(spec)), key=lambda a: letters.index(spec[a]))
-      laid = t.permute(order).reshape(*(t.shape[spec.index(c)] if c in spec else 1 for c in letters))
+      laid = t.permute(order).reshape(tuple(t.shape[spec.index(c)] if c in spec else 1 for c in letters))
       prod = laid if prod is None else prod * laid
     summed = tuple(range(len(out), len(letters)))
-    return prod.sum(summed) if summed else prod.expand(*(sizes[c] for c in letters))
+    if summed: return prod.sum(summed)
+    return prod.expand(*(sizes[c] for c in letters)) if letters else prod  # "->" of 0-d operands: their product
 
   def interpolate(self: Tensor, size: int | tuple[int, ...] | None = None, scale_factor: float | tuple[float, ...] | None = None,
                   mode: str = "nearest", align_corners: bool | None = None) -> Tensor:
     """Resizes the spatial axes of an (N, C, *spatial) input as F.interpolate: mode "nearest" (source index floor(i * in /
-    out)), or "linear"/"bilinear"/"trilinear" (each axis in turn, from the two nearest source positions; align_corners
-    maps the corner pixels' centers onto each other)."""
+    out)), "nearest-exact" (floor((i + 0.5) * in / out): the nearest pixel center), or "linear"/"bilinear"/"trilinear"
+    (each axis in turn, from the two nearest source positions; align_corners maps the corner pixels' centers onto each
+    other). An integer input keeps its dtype: the linear modes round their result, as PyTorch does for uint8 images."""
     nd = self.ndim - 2
     if nd < 1: raise ValueError(f"interpolate: expected an (N, C, *spatial) input, got shape {self.shape}")
     if (size is None) == (scale_factor is None): raise ValueError("interpolate: give exactly one of size and scale_factor")
-    if mode not in ("nearest", "linear", "bilinear", "trilinear"): raise ValueError(f"interpolate: mode {mode!r} is not supported")
-    if mode == "nearest" and align_corners is not None: raise ValueError("interpolate: align_corners is only for the linear modes")
+    if mode not in ("nearest", "nearest-exact", "linear", "bilinear", "trilinear"): raise ValueError(f"interpolate: mode {mode!r} is not supported")
+    nearest = mode.startswith("nearest")
+    if nearest and align_corners is not None: raise ValueError("interpolate: align_corners is only for the linear modes")
     if size is not None:
       outs = (size,) * nd if isinstance(size, int) else tuple(size)
       ratios = tuple(n / m if m else 0.0 for n, m in zip(self.shape[2:], outs))
@@ -386,16 +397,16 @@ class NNMixin:
       factors = (scale_factor,) * nd if isinstance(scale_factor, (int, float)) else tuple(scale_factor)
       outs, ratios = tuple(int(math.floor(n * f)) for n, f in zip(self.shape[2:], factors)), tuple(1 / f for f in factors)
     if len(outs) != nd or len(ratios) != nd: raise ValueError(f"interpolate: {len(outs)} output sizes for {nd} spatial axes")
-    x = self if dtypes.is_float(self.dtype) else self.float()
+    x = self if dtypes.is_float(self.dtype) or nearest else self.float()
     for a, (n, m, ratio) in enumerate(zip(self.shape[2:], outs, ratios), start=2):
       lead = (slice(None),) * a
-      if mode == "nearest":
-        x = x[lead + (np.minimum(np.floor(np.arange(m) * ratio).astype(np.int64), n - 1),)]
+      if nearest:
+        x = x[lead + (np.minimum(np.floor((np.arange(m) + (mode == "nearest-exact") * 0.5) * ratio).astype(np.int64), n - 1),)]
         continue
       if align_corners: src = np.arange(m) * ((n - 1) / (m - 1) if m > 1 else 0.0)
       else: src = np.maximum((np.arange(m) + 0.5) * ratio - 0.5, 0.0)
       i0 = np.minimum(np.floor(src).astype(np.int64), n - 1)
       i1, w = np.minimum(i0 + 1, n - 1), (src - i0).astype(np.float32).reshape((m,) + (1,) * (self.ndim - a - 1))
       x = x[lead + (i0,)] * (1 - type(self)(w, device=self.device)) + x[lead + (i1,)] * type(self)(w, device=self.device)
-    return x
+    return x if x.dtype == self.dtype else x.round().clip(self.dtype.min, self.dtype.max).cast(self.dtype)
 

@@ -44,11 +44,12 @@ class PointwiseMixin:
 
   # ---- exp and log, accurate near 0 ----
   def log1p(self: Tensor) -> Tensor:
-    """log(1 + x), accurate for small x: log(u) * x / (u - 1) with u = 1 + x rounded (the rounding of u cancels), x where u is 1."""
+    """log(1 + x), accurate for small x: log(u) * x / (u - 1) with u = 1 + x rounded (the rounding of u cancels), x where u is 1.
+    Below -1 the value is nan and the slope PyTorch's 1 / (1 + x): log |u| carries the slope, a nan added the value."""
     def f(x: Tensor) -> Tensor:
       u = x + 1
       one = u == 1
-      return one.where(x, u.log() * x / one.where(1.0, u - 1))
+      return one.where(x, (u < 0).where(u.abs(), u).log() * x / one.where(1.0, u - 1)) + (u < 0).where(math.nan, 0.0)
     return self._math(f)
   def expm1(self: Tensor) -> Tensor:
     """exp(x) - 1, accurate for small x: (u - 1) * x / log(u) with u = exp(x) rounded; x where u is 1, -1 where u is 0,
@@ -61,10 +62,11 @@ class PointwiseMixin:
     return self._math(f)
   def log10(self: Tensor) -> Tensor: return self._math(lambda x: x.log2() * math.log10(2))
   def logaddexp(self: Tensor, y: Tensor | Scalar) -> Tensor:
-    """log(exp(x) + exp(y)) as max(x, y) + log1p(exp(-|x - y|)); x + log(2) where x == y (so -inf and -inf give -inf)."""
+    """log(exp(x) + exp(y)) as max(x, y) + log1p(exp(-|x - y|)); (x + y) / 2 + log(2) where x == y (so -inf and -inf give
+    -inf, and the gradient of a tie is half each, as PyTorch's)."""
     x, y = self._float()._broadcasted(y)
     d = (x == y).where(0.0, x - y)
-    return (x == y).where(x + math.log(2), x.maximum(y) + (-d.abs()).exp().log1p())
+    return (x == y).where((x + y) * 0.5 + math.log(2), x.maximum(y) + (-d.abs()).exp().log1p())
 
   # ---- error function, inverse and hyperbolic trigonometry ----
   def erf(self: Tensor) -> Tensor:
@@ -121,6 +123,9 @@ class PointwiseMixin:
     return self._math(lambda x: (x * 2 / (1 - x)).log1p() * 0.5)
 
   # ---- sign, remainder, comparison ----
+  def idiv(self: Tensor, y: Tensor | Scalar, reverse: bool = False) -> Tensor:
+    """self / y rounded toward zero (tinygrad's idiv; div with rounding_mode="trunc")."""
+    return self.div(y, reverse, rounding_mode="trunc")
   def copysign(self: Tensor, y: Tensor | Scalar) -> Tensor:
     """|x| with y's sign (-0.0 counts as negative, nan as positive)."""
     x, y = self._float()._broadcasted(y, match_dtype=False)

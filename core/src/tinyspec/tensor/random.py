@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tinyspec.dtype import DType, dtypes, to_dtype
-from tinyspec.tensor.movement import shape_arg
+from tinyspec.tensor.movement import no_negative_sizes, shape_arg
 from tinyspec.uop.ops import Ops
 from tinyspec.uop.properties import sint_max
 from tinyspec.uop.uop import UOp
@@ -52,7 +52,7 @@ class RandomMixin:
     """Uniform samples in [0, 1) of `shape` (sizes or one tuple) and float `dtype` (default float32)."""
     shape, dt = shape_arg(*shape), dtypes.default_float if dtype is None else to_dtype(dtype)
     if dt not in _GRID_BITS: raise RuntimeError(f"rand: dtype must be a float dtype ({', '.join(map(str, _GRID_BITS))}), got {dt}")
-    if any(isinstance(s, int) and s < 0 for s in shape): raise RuntimeError(f"rand: negative dimension in shape {shape}")
+    no_negative_sizes(shape, "rand")
     if any(isinstance(s, UOp) for s in shape):  # symbolic: drawn at the largest shape, the window of the values now kept
       out = cls.rand(tuple(sint_max(s) for s in shape), dtype=dt, device=device).shrink(tuple((0, s) for s in shape))
       out.requires_grad = requires_grad
@@ -80,9 +80,10 @@ class RandomMixin:
   def randint(cls, *args, low: int | None = None, high: int | None = None, size=None, dtype: DType | str | None = None,
               device: str | None = None) -> Tensor:
     """Uniform integers in [low, high), as torch.randint: randint(high, size), randint(low, high, size), or keywords; or
-    tinygrad's randint(*shape, low=, high=) (sizes as positional ints when high is a keyword). `dtype` defaults to int32.
-    The bits taken modulo (high - low): the bias is below (high - low) / 2^64."""
-    if args and high is not None and size is None and all(isinstance(a, int) for a in args): size, args = args, ()
+    tinygrad's randint(*shape, low=0, high=10): positional ints alone, with no size, are the shape (torch's form always
+    has a size). `dtype` defaults to int32. The bits taken modulo (high - low): the bias is below (high - low) / 2^64."""
+    if args and size is None and all(isinstance(a, int) and not isinstance(a, bool) for a in args):
+      size, args, high = args, (), 10 if high is None else high
     if len(args) == 3: low, high, size = args
     elif len(args) == 2 and isinstance(args[1], (tuple, list)): high, size = args
     elif len(args) == 2: low, high = args

@@ -32,7 +32,7 @@ from tinyspec.engine import realize as engine
 from tinyspec.engine import transcendental as T
 from tinyspec.gradient import compute_gradient, grad_path
 from tinyspec.tensor.losses import LossMixin
-from tinyspec.tensor.movement import MovementMixin, broadcast_const, broadcast_shape, check_bytes, resolve_dim, shape_arg
+from tinyspec.tensor.movement import MovementMixin, broadcast_const, broadcast_shape, check_bytes, no_negative_sizes, resolve_dim, shape_arg
 from tinyspec.tensor.nn import NNMixin
 from tinyspec.tensor.pointwise import PointwiseMixin
 from tinyspec.tensor.random import RandomMixin
@@ -383,7 +383,7 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Los
     int32 gives int64, as PyTorch's."""
     shape, v = shape_arg(shape), _scalar(fill_value)
     if v is None: raise TypeError(f"full: fill_value must be a number, got {type(fill_value).__name__}")
-    if any(isinstance(s, int) and s < 0 for s in shape): raise RuntimeError(f"full: negative dimension in shape {shape}")
+    no_negative_sizes(shape, "full")
     dt = to_dtype(dtype) if dtype is not None else dtypes.from_py(v)
     check_bytes(shape, dt.itemsize, "full")
     t = cls._from_uop(broadcast_const(v, dt, shape), _dev(device))
@@ -401,6 +401,7 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Los
   def empty(cls, *shape, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
     """A new buffer of `shape` whose contents are undefined."""
     shape, dt = shape_arg(*shape), to_dtype(dtype) if dtype is not None else dtypes.default_float
+    no_negative_sizes(shape, "empty")
     check_bytes(shape, dt.itemsize, "empty")
     return cls._from_uop(engine.new_buffer(shape, dt, _dev(device)))
   def full_like(self, fill_value: Scalar, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
@@ -443,6 +444,7 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Los
     half down from end (as PyTorch does), so both ends are exact."""
     if steps < 0: raise RuntimeError(f"linspace: number of steps must be non-negative, got {steps}")
     dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
+    if dt == dtypes.bool: raise NotImplementedError("linspace: not implemented for bool (as PyTorch)")
     if steps == 1: return cls.full((1,), start, dt, device)
     i = cls._iota(steps, dtypes.int32, device).cast(dt if dtypes.is_float(dt) and dt.itemsize >= 4 else dtypes.float32)
     step = (end - start) / max(steps - 1, 1)
@@ -452,7 +454,7 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Los
     """The n x m identity. For the k x k square, k = min(n, m): rows [1, 0 .. 0] of length k+1 laid end to end and cut into
     rows of k put the ones on the diagonal (no comparison, no arange); then zero padding to n x m."""
     m = n if m is None else m
-    if n < 0 or m < 0: raise RuntimeError(f"eye: sizes must be non-negative, got n={n}, m={m}")
+    no_negative_sizes((n, m), "eye")
     dt, k = to_dtype(dtype) if dtype is not None else dtypes.default_float, min(n, m)
     sq = broadcast_const(1, dt, (k, 1)).pad((0, 0), (k, k + 1)).reshape((k * (k + 1),)).shrink((0,), (k * k,)).reshape((k, k))
     return cls._from_uop(sq if (k, k) == (n, m) else sq.pad((0, 0), (n, m)), _dev(device))
@@ -507,7 +509,7 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Los
         q = x // y  # floor; step toward zero where the quotient is negative and inexact
         return (((x % y).ne(0)) & ((x < 0).ne(y < 0))).where(q + 1, q)
       return (x / y).trunc()
-    if rounding_mode is not None: raise ValueError(f"div: rounding_mode must be None, 'floor' or 'trunc', got {rounding_mode!r}")
+    if rounding_mode is not None: raise RuntimeError(f"div: rounding_mode must be None, 'floor' or 'trunc', got {rounding_mode!r}")
     x, y = x._float(), y._float()
     return x._new(x.uop * y.uop.recip())
   def floordiv(self, y: Tensor | Scalar, reverse: bool = False) -> Tensor:
@@ -619,9 +621,12 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Los
     return self._bitwise(Ops.SHR, y, reverse, shift=True)
   def bitwise_not(self) -> Tensor:
     """~self: logical not for bool, XOR with all ones for ints."""
-    if dtypes.is_float(self.dtype): raise TypeError(f"bitwise_not is not defined for {self.dtype}: it takes integer or bool tensors")
+    if dtypes.is_float(self.dtype): raise NotImplementedError(f"bitwise_not is not defined for {self.dtype}: it takes integer or bool tensors")
     return self._new(self.uop ^ (True if self.dtype == dtypes.bool else -1))
-  __and__, __or__, __xor__, __lshift__, __rshift__, __invert__ = bitwise_and, bitwise_or, bitwise_xor, lshift, rshift, bitwise_not
+  __and__, __or__, __xor__, __lshift__, __rshift__ = bitwise_and, bitwise_or, bitwise_xor, lshift, rshift
+  def __invert__(self) -> Tensor:  # ~ of a float tensor is a TypeError in PyTorch, its bitwise_not a NotImplementedError
+    if dtypes.is_float(self.dtype): raise TypeError(f"~ is not defined for {self.dtype}: it takes integer or bool tensors")
+    return self.bitwise_not()
   def __rand__(self, y) -> Tensor: return self.bitwise_and(y, True)
   def __ror__(self, y) -> Tensor: return self.bitwise_or(y, True)
   def __rxor__(self, y) -> Tensor: return self.bitwise_xor(y, True)
