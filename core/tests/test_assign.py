@@ -125,3 +125,16 @@ def test_an_assign_built_on_a_pending_one_runs_each_write_once():
     (m * 2).numpy()  # other work realized in between leaves the pending write alone
     want = 0.9 * want + 0.1 * (i + 1)
   np.testing.assert_allclose(a.numpy(), np.full(3, want), rtol=1e-6)
+
+def test_tensors_built_alike_and_realized_together_get_memory_of_their_own():
+  """Hash-consing makes two equal graphs one node; realized together they still get a buffer each, so an assign to one
+  leaves the other alone (PyTorch's separate storage)."""
+  x, y = Tensor.zeros(3), Tensor.zeros(3)
+  Tensor.realize(x, y)
+  x.assign(Tensor([1.0, 2.0, 3.0])).realize()
+  assert x.tolist() == [1.0, 2.0, 3.0] and y.tolist() == [0.0, 0.0, 0.0]
+  c = Tensor([5.0, 5.0])
+  d, e = c + 0, c + 0
+  Tensor.realize(d, e, d)  # the same tensor twice is one
+  d.assign(Tensor([1.0, 1.0])).realize()
+  assert e.tolist() == [5.0, 5.0] and c.tolist() == [5.0, 5.0]

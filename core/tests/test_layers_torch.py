@@ -89,3 +89,18 @@ def test_lamb_follows_its_rule():
     r = (m / (1 - 0.9 ** t)) / (np.sqrt(v / (1 - 0.999 ** t)) + 1e-6) + 0.1 * q
     q = q - 0.01 * (np.linalg.norm(q) / np.linalg.norm(r)) * r
   np.testing.assert_allclose(p.numpy(), q, rtol=1e-5)
+
+@pytest.mark.parametrize("name", ["Adam", "AdamW", "SGD"])
+def test_optimizers_with_parameters_of_one_shape_keep_separate_state(name):
+  """Each parameter's moments live in a buffer of their own even where parameters share a shape (their zero initial states
+  are one graph node): three steps equal PyTorch's."""
+  values = [np.array([1.0, 2.5], np.float32), np.array([0.5, -1.0], np.float32), np.array([-2.0, 0.25], np.float32)]
+  ours, theirs = [Tensor(v, requires_grad=True) for v in values], [torch.tensor(v, requires_grad=True) for v in values]
+  kw = {"momentum": 0.9} if name == "SGD" else {}
+  opt, topt = getattr(optim, name)(ours, lr=0.1, **kw), getattr(torch.optim, name)(theirs, lr=0.1, **kw)
+  for _ in range(3):
+    for ps, o in ((ours, opt), (theirs, topt)):
+      o.zero_grad()
+      ((ps[0] * ps[0]).sum() + (ps[1] * 3).sum() + (ps[2] * ps[0]).sum()).backward()
+      o.step()
+  for p, tp in zip(ours, theirs): np.testing.assert_allclose(p.numpy(), tp.detach().numpy(), rtol=1e-4, atol=1e-5)

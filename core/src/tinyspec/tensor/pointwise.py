@@ -123,6 +123,11 @@ class PointwiseMixin:
     return self._math(lambda x: (x * 2 / (1 - x)).log1p() * 0.5)
 
   # ---- sign, remainder, comparison ----
+  def isnan(self: Tensor) -> Tensor: return self.ne(self) if dtypes.is_float(self.dtype) else self.full_like(False, dtypes.bool)
+  def isinf(self: Tensor, detect_positive: bool = True, detect_negative: bool = True) -> Tensor:
+    if not dtypes.is_float(self.dtype) or not (detect_positive or detect_negative): return self.full_like(False, dtypes.bool)
+    return (self == math.inf) | (self == -math.inf) if detect_positive and detect_negative else self == (math.inf if detect_positive else -math.inf)
+  def isfinite(self: Tensor) -> Tensor: return (self.isnan() | self.isinf()).logical_not()
   def idiv(self: Tensor, y: Tensor | Scalar, reverse: bool = False) -> Tensor:
     """self / y rounded toward zero (tinygrad's idiv; div with rounding_mode="trunc")."""
     return self.div(y, reverse, rounding_mode="trunc")

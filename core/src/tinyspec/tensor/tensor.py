@@ -200,7 +200,13 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Los
   # ---- realizing and reading ----
   def realize(self, *others: Tensor) -> Tensor:
     """Compute this tensor (and `others`, scheduled together) into buffers; afterwards each one's `uop` is its BUFFER."""
-    todo = [t for t in (self, *others) if not engine.is_realized(t.uop)]
+    todo = list({id(t): t for t in (self, *others) if not engine.is_realized(t.uop)}.values())
+    # two tensors built alike share one graph node (hash-consing), but each must get memory of its own, or an assign to
+    # one would change the other: every further one stores the value into a new buffer
+    first: dict[UOp, Tensor] = {}
+    for t in todo:
+      if t.uop.op is not Ops.AFTER and not isinstance(t.device, tuple) and first.setdefault(t.uop, t) is not t:
+        t.uop = Tensor.empty(t.shape, dtype=t.dtype, device=t.device).assign(Tensor._from_uop(t.uop, t.device)).uop
     unlanded: dict[int, UOp] = {}  # a tensor's graph as it was, before the landed writes in it were taken out
     if _landed:
       done = dict(_landed.items())
@@ -676,11 +682,6 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Los
     if dtypes.is_unsigned(self.dtype): return s
     s = (self < 0).where(self._const_like(-1), s)
     return self.isnan().where(self, s) if dtypes.is_float(self.dtype) else s
-  def isnan(self) -> Tensor: return self.ne(self) if dtypes.is_float(self.dtype) else self.full_like(False, dtypes.bool)
-  def isinf(self, detect_positive: bool = True, detect_negative: bool = True) -> Tensor:
-    if not dtypes.is_float(self.dtype) or not (detect_positive or detect_negative): return self.full_like(False, dtypes.bool)
-    return (self == math.inf) | (self == -math.inf) if detect_positive and detect_negative else self == (math.inf if detect_positive else -math.inf)
-  def isfinite(self) -> Tensor: return (self.isnan() | self.isinf()).logical_not()
   def square(self) -> Tensor: return self * self
   def _math(self, f: Callable[[Tensor], Tensor]) -> Tensor:
     """f computed in a float dtype: ints take the default float; float16 computes in float32 and rounds once at the end (as
