@@ -138,3 +138,11 @@ def test_tensors_built_alike_and_realized_together_get_memory_of_their_own():
   Tensor.realize(d, e, d)  # the same tensor twice is one
   d.assign(Tensor([1.0, 1.0])).realize()
   assert e.tolist() == [5.0, 5.0] and c.tolist() == [5.0, 5.0]
+
+def test_assign_to_a_tensor_without_elements_writes_nothing():
+  """A zero-size buffer has no memory to write (this failed in rangeify); equal zero-size gradients realize together too."""
+  assert Tensor.empty(4, 0, 3).assign(Tensor.ones(4, 0, 3)).realize().shape == (4, 0, 3)
+  parts = [Tensor(np.zeros((5, 0, 2), np.float32), requires_grad=True) for _ in range(3)]
+  parts[0].cat(parts[1], parts[2], dim=1).sum().backward()
+  Tensor.realize(*(p.grad for p in parts))
+  assert all(p.grad.shape == (5, 0, 2) for p in parts)

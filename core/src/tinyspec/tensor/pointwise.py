@@ -123,6 +123,13 @@ class PointwiseMixin:
     return self._math(lambda x: (x * 2 / (1 - x)).log1p() * 0.5)
 
   # ---- sign, remainder, comparison ----
+  def sign(self: Tensor) -> Tensor:
+    """-1, 0 or 1 in this dtype (nan stays nan; bool is itself)."""
+    if self.dtype == dtypes.bool: return self
+    s = (self > 0).where(self._const_like(1), self._const_like(0))
+    if dtypes.is_unsigned(self.dtype): return s
+    s = (self < 0).where(self._const_like(-1), s)
+    return self.isnan().where(self, s) if dtypes.is_float(self.dtype) else s
   def isnan(self: Tensor) -> Tensor: return self.ne(self) if dtypes.is_float(self.dtype) else self.full_like(False, dtypes.bool)
   def isinf(self: Tensor, detect_positive: bool = True, detect_negative: bool = True) -> Tensor:
     if not dtypes.is_float(self.dtype) or not (detect_positive or detect_negative): return self.full_like(False, dtypes.bool)

@@ -69,6 +69,7 @@ class RandomMixin:
     uniform in [0, 1) (so 1 - u2 is in (0, 1] and the log is finite)."""
     shape, dt = shape_arg(*shape), dtypes.default_float if dtype is None else to_dtype(dtype)
     if dt not in _GRID_BITS: raise RuntimeError(f"randn: dtype must be a float dtype, got {dt}")
+    no_negative_sizes(shape, "randn")
     n = math.prod(shape)
     u = cls.rand(2, n, dtype=dtypes.float64 if dt == dtypes.float64 else dtypes.float32, device=device)
     u1, u2 = u.shrink(((0, 1), None)).reshape(n), u.shrink(((1, 2), None)).reshape(n)

@@ -39,6 +39,7 @@ from tinyspec.tensor.random import RandomMixin
 from tinyspec.tensor.reduce import ReduceMixin
 from tinyspec.tensor.sorting import SortMixin
 from tinyspec.uop.ops import GroupOp, Ops
+from tinyspec.uop.properties import sint_is
 from tinyspec.uop.uop import UOp
 
 Scalar = bool | int | float
@@ -342,6 +343,7 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Los
     try: value = x.to(self.device).cast(self.dtype)._broadcast_to(self.shape).uop
     except (ValueError, RuntimeError) as e: raise ValueError(f"assign: a value of shape {x.shape} into a tensor of shape {self.shape}: {e}") from None
     if isinstance(self.device, tuple): self.uop = value; return self  # shards are replaced
+    if any(sint_is(s, 0) for s in self.shape): return self  # no element: nothing to write
     if self.uop.op is Ops.AFTER: self.realize()  # an assign still pending lands first
     base, moves = self.uop, set()
     while base.op in (Ops.RESHAPE, Ops.EXPAND, Ops.PERMUTE, Ops.SHRINK, Ops.FLIP, Ops.PAD): moves.add(base.op); base = base.src[0]
@@ -675,13 +677,6 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Los
     """max(x, -x): at 0 the two sides share the gradient and cancel, giving PyTorch's slope sign(0) = 0."""
     if self.dtype == dtypes.bool or dtypes.is_unsigned(self.dtype): return self
     return self.maximum(-self)
-  def sign(self) -> Tensor:
-    """-1, 0 or 1 in this dtype (nan stays nan; bool is itself)."""
-    if self.dtype == dtypes.bool: return self
-    s = (self > 0).where(self._const_like(1), self._const_like(0))
-    if dtypes.is_unsigned(self.dtype): return s
-    s = (self < 0).where(self._const_like(-1), s)
-    return self.isnan().where(self, s) if dtypes.is_float(self.dtype) else s
   def square(self) -> Tensor: return self * self
   def _math(self, f: Callable[[Tensor], Tensor]) -> Tensor:
     """f computed in a float dtype: ints take the default float; float16 computes in float32 and rounds once at the end (as
