@@ -13,21 +13,24 @@ from conftest import HERE, run_ranks
 def _losses(output: str) -> dict:
   return json.loads(next(line for line in output.splitlines() if line.startswith("{")))
 
-def _alone(optimizer: str) -> list[float]:
+def _alone(optimizer: str, parts: int = 1) -> list[float]:
   env = {**os.environ, "TINYSPEC_CPU_THREADS": "1"}
-  cmd = [sys.executable, str(HERE / "ranks/train.py"), "--optimizer", optimizer]
+  cmd = [sys.executable, str(HERE / "ranks/train.py"), "--optimizer", optimizer, "--parts", str(parts)]
   done = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env)
   assert done.returncode == 0, done.stderr
   return _losses(done.stdout)["losses"]
 
 @pytest.mark.parametrize("optimizer", ["adam", "sgd"])
 def test_two_ranks_match_one_process_on_the_combined_batch(optimizer):
+  """Against one process summing the combined batch in the ranks' order (its two halves' mean losses averaged): within
+  1e-5 at every step of 20. Against the plain mean over all 512 points, within 1e-4: Adam divides each step by the
+  gradient's own size, so a near-zero gradient component summed in another order can move its parameter by up to lr."""
   ran = run_ranks(2, "ranks/train.py", "--optimizer", optimizer)
   assert ran.returncode == 0, ran.output
-  parallel, alone = _losses(ran.output), _alone(optimizer)
-  assert parallel["ranks"] == 2 and len(parallel["losses"]) == len(alone) == 20
+  parallel, alone, plain = _losses(ran.output), _alone(optimizer, parts=2), _alone(optimizer)
+  assert parallel["ranks"] == 2 and len(parallel["losses"]) == len(alone) == len(plain) == 20
   assert alone[-1] < alone[0]  # it trains
-  for step, (a, b) in enumerate(zip(parallel["losses"], alone)): assert abs(a - b) <= 1e-5, (step, a, b)
+  for step, (a, b, c) in enumerate(zip(parallel["losses"], alone, plain)): assert abs(a - b) <= 1e-5 and abs(a - c) <= 1e-4, (step, a, b, c)
 
 @pytest.mark.parametrize("ranks", [2, 4])
 def test_gradient_buckets_average_every_dtype(ranks):
