@@ -353,7 +353,8 @@ def test_meshgrid_einsum_of_scalars_and_dtype_errors():
 @pytest.mark.parametrize("kind", [RuntimeError, ValueError])
 def test_impossible_shapes_are_both_pytorchs_and_tinygrads_error(kind):
   """Code written for PyTorch catches RuntimeError, code written for tinygrad ValueError (IndexError for a 0-d cat): both work."""
-  for make in (lambda: Tensor.full((2, -3), 1.0), lambda: Tensor.empty(2, -3), lambda: Tensor.rand(-3, 2), lambda: Tensor.randn((2, -3, 0)), lambda: Tensor.eye(-3, 3),
-               lambda: Tensor.kaiming_uniform(-3, 3), lambda: Tensor.ones(4, 3).reshape(5, 2), lambda: Tensor.ones(4, 6, 3).repeat((2, 4))):
+  for make in (lambda: Tensor.full((2, -3), 1.0), lambda: Tensor.empty(2, -3), lambda: Tensor.rand(-3, 2), lambda: Tensor.randn((2, -3, 0)),
+               lambda: Tensor.randint((2, -3)), lambda: Tensor.eye(-3, 3), lambda: Tensor.kaiming_uniform(-3, 3),
+               lambda: Tensor.ones(4, 3).reshape(5, 2), lambda: Tensor.ones(4, 6, 3).repeat((2, 4))):
     with pytest.raises(kind): make()
   with pytest.raises(kind if kind is RuntimeError else IndexError): Tensor(3.0).cat(Tensor(3.0))

@@ -102,7 +102,7 @@ def test_randint_takes_tinygrads_shape_form():
   """Positional ints alone (no size) are tinygrad's shape, in [low, high) = [0, 10) unless given; torch's forms need a size."""
   a, b = Tensor.randint(3, 1, 2).numpy(), Tensor.randint(4, high=3).numpy()
   assert a.shape == (3, 1, 2) and a.min() >= 0 and a.max() < 10 and b.shape == (4,) and set(b.tolist()) <= {0, 1, 2}
-  assert Tensor.randint(5, (3,)).shape == (3,) and Tensor.randint(2, 5, (6,)).numpy().min() >= 2
+  assert Tensor.randint(5, (3,)).shape == (3,) and Tensor.randint(2, 5, (6,)).numpy().min() >= 2 and Tensor.randint((2, 3)).shape == (2, 3)
 
 def test_box_muller_tails_are_finite():
   # the largest uniform is 1 - 2^-24, so 1 - u2 >= 2^-24 and |z| <= sqrt(2 * 24 * ln 2) ~ 5.77

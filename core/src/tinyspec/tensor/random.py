@@ -83,6 +83,7 @@ class RandomMixin:
     """Uniform integers in [low, high), as torch.randint: randint(high, size), randint(low, high, size), or keywords; or
     tinygrad's randint(*shape, low=0, high=10): positional ints alone, with no size, are the shape (torch's form always
     has a size). `dtype` defaults to int32. The bits taken modulo (high - low): the bias is below (high - low) / 2^64."""
+    if size is None and len(args) == 1 and isinstance(args[0], (tuple, list)): args = tuple(args[0])  # randint((2, 3)), tinygrad's too
     if args and size is None and all(isinstance(a, int) and not isinstance(a, bool) for a in args):
       size, args, high = args, (), 10 if high is None else high
     if len(args) == 3: low, high, size = args
@@ -95,6 +96,7 @@ class RandomMixin:
     if not isinstance(low, int) or not isinstance(high, int): raise TypeError(f"randint: low and high must be ints, got {low!r}, {high!r}")
     if low >= high: raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
     dt, shape = dtypes.default_int if dtype is None else to_dtype(dtype), shape_arg(size)
+    no_negative_sizes(shape, "randint")
     if not dtypes.is_int(dt): raise RuntimeError(f"randint: dtype must be an integer dtype, got {dt}")
     if low < dt.min or high - 1 > dt.max: raise RuntimeError(f"randint: [{low}, {high}) does not fit {dt} [{dt.min}, {dt.max}]")
     # the offset is added in dt: it wraps around like the hardware, and the sum always lands back in [low, high)
