@@ -99,3 +99,9 @@ def test_launches_are_batched_until_their_results_are_needed():
   assert rt.pending >= 2, "the kernels were submitted one by one"
   np.testing.assert_array_equal(y.numpy(), (np.arange(16) + 1) * 2 + 3)
   assert rt.pending == 0  # reading the result submitted them
+
+def test_nan_is_true_as_a_condition():
+  """Found by the slow fuzzer: a float cast to bool is x != 0, and naga's float != is false for nan; nan must be true."""
+  x = np.array([np.nan, 0.0, -0.0, 2.5, -np.inf], np.float32)
+  np.testing.assert_array_equal(Tensor(x, device=DEV).where(1.0, -1.0).numpy(), np.where(x.astype(bool), 1.0, -1.0))
+  np.testing.assert_array_equal(Tensor(x, device=DEV).cast(dtypes.bool).numpy(), x.astype(bool))

@@ -97,7 +97,8 @@ def _low_word(word: str, dt: DType) -> str:
 def _cast(dt: DType, src: DType, a: str) -> str:
   if dt is dtypes.bool:
     if src is dtypes.bool: return a
-    return f"any({a} != {int64.ZERO})" if src in int64.WIDE else f"({a} != {render_const(0, src)})"
+    if src in int64.WIDE: return f"any({a} != {int64.ZERO})"
+    return f"(!({a} == {render_const(0, src)}))" if _is_float(src) else f"({a} != {render_const(0, src)})"  # nan is true: see _compare
   if src is dtypes.bool: return int64.widen(a, "bool") if dt in int64.WIDE else f"{REGISTER[dt]}({a})"
   if _is_float(dt):
     if src in int64.WIDE: return int64.to_float(a, src, dt)
