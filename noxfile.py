@@ -1,12 +1,12 @@
-"""nox sessions mirroring tox.ini: `nox` runs them all (core, torch, cpu, template, opencl, cuda, metal, amd, mpi, lint);
-`nox -s core -- -k name` passes arguments on to pytest.
+"""nox sessions mirroring tox.ini: `nox` runs them all (core, torch, cpu, template, opencl, cuda, metal, amd, webgpu, mpi,
+lint); `nox -s core -- -k name` passes arguments on to pytest.
 
 One session per backend: the GPU plugins without their hardware run the conformance suite on their *_CHECK device.
 """
 import nox
 
 nox.needs_version = ">=2024.4.15"
-nox.options.sessions = ["core", "torch", "cpu", "template", "opencl", "cuda", "metal", "amd", "mpi", "lint"]
+nox.options.sessions = ["core", "torch", "cpu", "template", "opencl", "cuda", "metal", "amd", "webgpu", "mpi", "lint"]
 nox.options.reuse_venv = "yes"  # keep a session's virtualenv between runs; `nox -R`/`--no-reuse-existing-virtualenvs` rebuilds
 nox.options.error_on_missing_interpreters = True
 
@@ -74,6 +74,17 @@ def amd(session: nox.Session) -> None:
   session.install("./core", "./plugins/tinyspec-amd[test]")
   session.run("pytest", "plugins/tinyspec-amd/tests", *session.posargs, env={"TINYSPEC_VERIFY": "1"})
   session.run("pytest", "--pyargs", "tinyspec.conformance", "--tinyspec-device=AMD_CHECK", env={"TINYSPEC_VERIFY": "1"})
+
+@nox.session
+def webgpu(session: nox.Session) -> None:
+  """The WebGPU plugin (plugins/tinyspec-webgpu, wgpu): its tests, then the conformance suite on WEBGPU (lavapipe, Mesa's
+  Vulkan on the CPU, where there is no GPU). ensure_webgpu.py first makes sure wgpu finds an adapter: it installs
+  mesa-vulkan-drivers where none is (as root, with apt), or fails naming the package. The CPU device is the export's reference."""
+  session.install("./core", "./plugins/tinyspec-cpu", "./plugins/tinyspec-webgpu[test]")
+  env = {"TINYSPEC_VERIFY": "1"}
+  session.run("python", "plugins/tinyspec-webgpu/ensure_webgpu.py", env=env)
+  session.run("pytest", "plugins/tinyspec-webgpu/tests", *session.posargs, env=env)
+  session.run("pytest", "--pyargs", "tinyspec.conformance", "--tinyspec-device=WEBGPU", env=env)
 
 @nox.session
 def mpi(session: nox.Session) -> None:

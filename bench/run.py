@@ -56,7 +56,8 @@ PER_SECOND = {"GFLOP/s": 1e9, "GB/s": 1e9, "k tokens/s": 1e3}  # work per second
 THROUGHPUT = [k for k, _, _, work in BENCHES if work is not None]
 LARGEST = {"matmul2048", "conv"}  # left out by --quick
 
-SYSTEMS = ["numpy", "tinyspec:CPU", "tinyspec:OPENCL", "tinyspec:PYTHON", "torch", "tinygrad:CPU", "tinygrad:CL", "tinygrad:PYTHON"]
+SYSTEMS = ["numpy", "tinyspec:CPU", "tinyspec:OPENCL", "tinyspec:WEBGPU", "tinyspec:PYTHON", "torch", "tinygrad:CPU", "tinygrad:CL",
+           "tinygrad:WEBGPU", "tinygrad:PYTHON"]
 # what a system skips, with the note printed under the table: sizes that would take minutes, figures that do not apply
 TOO_SLOW = "the PYTHON interpreter would take minutes at this size"
 NOT_PORTED = "not ported: the model is examples/gpt.py's, written with tinyspec.nn"
@@ -64,7 +65,7 @@ SKIPS: dict[str, dict[str, str]] = {
   "numpy": {"cold": "no compiler", "jit": "no JIT", "gpt": "no automatic differentiation"},
   "torch": {"cold": "no compiler (eager kernels are built ahead of time)", "jit": "not measured (torch.compile is another design)"},
   "tinyspec:PYTHON": {"matmul2048": TOO_SLOW, "conv": TOO_SLOW, "gpt": TOO_SLOW},
-  "tinygrad:CPU": {"gpt": NOT_PORTED}, "tinygrad:CL": {"gpt": NOT_PORTED},
+  "tinygrad:CPU": {"gpt": NOT_PORTED}, "tinygrad:CL": {"gpt": NOT_PORTED}, "tinygrad:WEBGPU": {"gpt": NOT_PORTED},
   "tinygrad:PYTHON": {k: "tinygrad's PYTHON device emulates every GPU thread in Python: minutes even at the smallest size"
                       for k in THROUGHPUT},
 }
@@ -77,7 +78,9 @@ def available(system: str) -> str | None:
   if lib == "tinygrad":
     if importlib.util.find_spec("tinygrad") is None: return "tinygrad is not installed"
     if device == "CPU" and shutil.which("clang") is None: return "tinygrad's CPU device compiles with clang, which is not installed here"
-    if device == "CL": return _tinygrad_cl_fails()
+    if device == "CL": return _tinygrad_fails("CL", opencl_env(), PYOPENCL_FIRST)
+    # tinygrad's WEBGPU loads Dawn's libwebgpu_dawn, which neither Debian nor PyPI's wgpu (wgpu-native) provides
+    if device == "WEBGPU": return _tinygrad_fails("WEBGPU")
     return None
   from tinyspec.device import Device, DeviceError
   try: Device[device]
@@ -99,15 +102,15 @@ def cache_env(cache: str) -> dict[str, str]:
   """This environment for a measuring process whose compile caches (tinyspec's and tinygrad's) live in `cache`."""
   return {**os.environ, "TINYSPEC_CACHE_DIR": cache, "CACHEDB": os.path.join(cache, "tinygrad.db"), **opencl_env()}
 
-def _tinygrad_cl_fails() -> str | None:
-  """Why tinygrad's CL device cannot run here, or None when a trial kernel runs."""
-  trial = f"{PYOPENCL_FIRST}from tinygrad import Tensor; assert (Tensor([1.0]) + 1).numpy()[0] == 2.0"
-  env = {**os.environ, "DEV": "CL", **opencl_env()}
-  try: p = subprocess.run([sys.executable, "-c", trial], env=env, capture_output=True, text=True, timeout=300)
-  except subprocess.TimeoutExpired: return "tinygrad's CL device did not finish a trial kernel in 300 s"
+def _tinygrad_fails(device: str, env: dict[str, str] | None = None, first: str = "") -> str | None:
+  """Why tinygrad's `device` cannot run here, or None when a trial kernel runs (`first`: code run before tinygrad's import)."""
+  trial = f"{first}from tinygrad import Tensor; assert (Tensor([1.0]) + 1).numpy()[0] == 2.0"
+  environ = {**os.environ, "DEV": device, **(env or {})}
+  try: p = subprocess.run([sys.executable, "-c", trial], env=environ, capture_output=True, text=True, timeout=300)
+  except subprocess.TimeoutExpired: return f"tinygrad's {device} device did not finish a trial kernel in 300 s"
   if p.returncode == 0: return None
   last = (p.stderr.strip().splitlines() or ["no output"])[-1]
-  return f"tinygrad's CL device fails here: {last[:160]}"
+  return f"tinygrad's {device} device fails here: {last[:160]}"
 
 # ---- the systems, as seen by a worker process ----
 
@@ -272,7 +275,7 @@ def versions(systems: list[str]) -> str:
   from importlib import metadata
   dists = {"numpy": "numpy", "tinyspec": "tinyspec", "torch": "torch", "tinygrad": "tinygrad"}
   libs = dict.fromkeys(s.partition(":")[0] for s in systems)
-  for dev in ("CPU", "OPENCL"):
+  for dev in ("CPU", "OPENCL", "WEBGPU"):
     if f"tinyspec:{dev}" in systems: dists[f"tinyspec-{dev.lower()}"] = f"tinyspec-{dev.lower()}"; libs[f"tinyspec-{dev.lower()}"] = None
   return ", ".join(f"{lib} {metadata.version(dists[lib])}" for lib in libs)
 
