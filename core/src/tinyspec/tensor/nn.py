@@ -217,12 +217,12 @@ class NNMixin:
     if not return_indices: return values
     # each window's flat input positions, from the same windows over an arange (padding: a position past every real one)
     spatial, past = self.shape[-nd:], math.prod(self.shape[-nd:])
-    where = type(self).arange(past, dtype=dtypes.int64, device=self.device).reshape(*spatial).pad(pads, value=past)
-    where = _pool(where, k, s, d).shrink([(0, oo) for oo in o] + [None] * nd).flatten(nd)
+    positions = type(self).arange(past, dtype=dtypes.int64, device=self.device).reshape(*spatial).pad(pads, value=past)
+    positions = _pool(positions, k, s, d).shrink([(0, oo) for oo in o] + [None] * nd).flatten(nd)
     x = windows.detach()
-    first_max = (x == values.detach().unsqueeze(-1)).where(where, past).min(-1)
+    first_max = (x == values.detach().unsqueeze(-1)).where(positions, past).min(-1)
     if not dtypes.is_float(self.dtype): return values, first_max
-    last_nan = x.isnan().where(where, -1).max(-1)
+    last_nan = x.isnan().where(positions, -1).max(-1)
     return values, (last_nan >= 0).where(last_nan, first_max)
 
   def max_unpool2d(self: Tensor, indices: Tensor, kernel_size: IntOrTuple = (2, 2), stride: IntOrTuple | None = None, dilation: IntOrTuple = 1,
@@ -238,13 +238,13 @@ class NNMixin:
     else: out = tuple(output_size)[-nd:]
     if len(out) != nd or any(v < 1 for v in out): raise RuntimeError(f"max_unpool2d: output spatial size {out} for {nd} spatial axes")
     lead, n = self.shape[:-nd], math.prod(out)
-    values, where = self.flatten(len(lead)), indices.flatten(len(lead))
-    placed = type(self).zeros(*lead, n, dtype=self.dtype, device=self.device).scatter(-1, where, values.detach())
+    values, at = self.flatten(len(lead)), indices.flatten(len(lead))
+    placed = type(self).zeros(*lead, n, dtype=self.dtype, device=self.device).scatter(-1, at, values.detach())
     if self.requires_grad is False or not dtypes.is_float(self.dtype): return placed.reshape(*lead, *out)
     # overlapping windows repeat an index, with the same value: the scatter writes it once, but PyTorch's gradient reaches
     # every repeat. So the values enter as zeros that carry their gradient (v - v.detach(); an infinite value carries none)
     zeros = values.isfinite().where(values - values.detach(), 0).unsqueeze(-1)
-    hit = where.unsqueeze(-1) == type(self).arange(n, dtype=where.dtype, device=self.device)
+    hit = at.unsqueeze(-1) == type(self).arange(n, dtype=at.dtype, device=self.device)
     return (placed + hit.where(zeros, 0).sum(-2)).reshape(*lead, *out)
 
   def avg_pool2d(self: Tensor, kernel_size: IntOrTuple = (2, 2), stride: IntOrTuple | None = None, padding: IntOrTuple = 0,
