@@ -485,30 +485,38 @@ class MovementMixin:
     pos = type(self).arange(size, dtype=index.dtype, device=self.device).reshape((1,) * (d + 1) + (size,) + (1,) * (self.ndim - d - 1))
     return x._select(index.unsqueeze(d + 1) == pos, (d + 1,))
 
+  def _scatter_onehot(self: Tensor, op: str, dim: int, index: Tensor, src: Tensor | float) -> tuple[int, Tensor, Tensor, tuple] | None:
+    """What scatter and scatter_reduce share, checked: (the axis d, the one-hot mask of which position s of self each
+    contribution j writes, on the axes index's ..., j, s, ...; src's values on the same axes; the padding from index's shape
+    to self's), or None when index is empty. A scalar src is that value everywhere."""
+    d = resolve_dim(dim, self.ndim)
+    if index.ndim != self.ndim: raise RuntimeError(f"{op}: index has {index.ndim} dimensions, the tensor {self.ndim}")
+    if not dtypes.is_int(index.dtype): raise RuntimeError(f"{op}: index must be an integer tensor, got {index.dtype}")
+    if any(i > s for a, (i, s) in enumerate(zip(index.shape, self.shape)) if a != d):
+      raise RuntimeError(f"{op}: index shape {index.shape} is larger than the tensor's {self.shape} outside dimension {dim}")
+    if isinstance(src, MovementMixin):
+      if src.ndim != self.ndim or any(i > s for i, s in zip(index.shape, src.shape)):
+        raise RuntimeError(f"{op}: index shape {index.shape} is larger than src's {src.shape}")
+      if src.dtype != self.dtype: raise RuntimeError(f"{op}: src's dtype {src.dtype} differs from the tensor's {self.dtype} (as PyTorch, no cast)")
+    if index.numel() == 0: return None
+    if isinstance(src, MovementMixin): src = src.shrink(tuple((0, i) for i in index.shape))
+    else: src = type(self).full(index.shape, src, self.dtype, self.device)
+    size = self.shape[d]
+    pos = type(self).arange(size, dtype=index.dtype, device=self.device).reshape((1,) * (d + 1) + (size,) + (1,) * (self.ndim - d - 1))
+    pad = tuple((0, 0) if a == d else (0, s - i) for a, (i, s) in enumerate(zip(index.shape, self.shape)))
+    return d, index.unsqueeze(d + 1) == pos, src.unsqueeze(d + 1), pad
+
   def scatter(self: Tensor, dim: int, index: Tensor, src: Tensor | float, reduce: str | None = None) -> Tensor:
     """A copy of self with self[i][index[i][j][k]][k] = src[i][j][k] for dim=1 (PyTorch's scatter); reduce 'add' or
     'multiply' combines instead. Where indices repeat, the last one wins (PyTorch leaves it unspecified). An index value
     outside [0, size) writes nothing (PyTorch raises).
     A one-hot mask (index axis j, self axis s) picks per position of self the contributions, summed or multiplied over j."""
     if reduce not in (None, "add", "multiply"): raise ValueError(f"scatter: reduce must be None, 'add' or 'multiply', got {reduce!r}")
-    d = resolve_dim(dim, self.ndim)
-    if index.ndim != self.ndim: raise RuntimeError(f"scatter: index has {index.ndim} dimensions, the tensor {self.ndim}")
-    if not dtypes.is_int(index.dtype): raise RuntimeError(f"scatter: index must be an integer tensor, got {index.dtype}")
-    if any(i > s for a, (i, s) in enumerate(zip(index.shape, self.shape)) if a != d):
-      raise RuntimeError(f"scatter: index shape {index.shape} is larger than the tensor's {self.shape} outside dimension {dim}")
-    if index.numel() == 0: return self
-    if isinstance(src, MovementMixin):
-      if src.ndim != self.ndim or any(i > s for i, s in zip(index.shape, src.shape)):
-        raise RuntimeError(f"scatter: index shape {index.shape} is larger than src's {src.shape}")
-      if src.dtype != self.dtype: raise RuntimeError(f"scatter: src's dtype {src.dtype} differs from the tensor's {self.dtype} (as PyTorch, no cast)")
-      src = src.shrink(tuple((0, i) for i in index.shape))
-    else: src = type(self).full(index.shape, src, self.dtype, self.device)
-    size, nj = self.shape[d], index.shape[d]
-    pos = type(self).arange(size, dtype=index.dtype, device=self.device).reshape((1,) * (d + 1) + (size,) + (1,) * (self.ndim - d - 1))
-    mask, vals = index.unsqueeze(d + 1) == pos, src.unsqueeze(d + 1)  # axes: index's ..., j, s, ...
-    pad = tuple((0, 0) if a == d else (0, s - i) for a, (i, s) in enumerate(zip(index.shape, self.shape)))
+    if (parts := self._scatter_onehot("scatter", dim, index, src)) is None: return self
+    d, mask, vals, pad = parts
     if reduce == "multiply": return self * vals._select(mask, (d,), Ops.MUL).pad(pad, value=1)
     if reduce == "add": return self + vals._select(mask, (d,)).pad(pad)
+    nj = index.shape[d]
     j = type(self).arange(nj, dtype=dtypes.int32, device=self.device).reshape((1,) * d + (nj,) + (1,) * (self.ndim - d))
     last = mask.where(j, -1).max(d, keepdim=True)  # the last j that writes each position (-1: none)
     picked = vals._select(mask & (j == last), (d,)).pad(pad)
@@ -520,21 +528,9 @@ class MovementMixin:
     only the src values do; positions no index names keep theirs. An integer mean rounds down, as PyTorch's."""
     if reduce not in ("sum", "prod", "mean", "amax", "amin"):
       raise RuntimeError(f"scatter_reduce: reduce must be 'sum', 'prod', 'mean', 'amax' or 'amin', got {reduce!r}")
-    d = resolve_dim(dim, self.ndim)
-    if index.ndim != self.ndim or src.ndim != self.ndim:
-      raise RuntimeError(f"scatter_reduce: index {index.shape} and src {src.shape} must have the tensor's {self.ndim} dimensions")
-    if not dtypes.is_int(index.dtype): raise RuntimeError(f"scatter_reduce: index must be an integer tensor, got {index.dtype}")
-    if src.dtype != self.dtype:
-      raise RuntimeError(f"scatter_reduce: src's dtype {src.dtype} differs from the tensor's {self.dtype} (as PyTorch, no cast)")
-    if any(i > s for a, (i, s) in enumerate(zip(index.shape, self.shape)) if a != d) or any(i > s for i, s in zip(index.shape, src.shape)):
-      raise RuntimeError(f"scatter_reduce: index shape {index.shape} is larger than src's {src.shape} or (outside dimension {dim}) "
-                         f"the tensor's {self.shape}")
-    if index.numel() == 0: return self
-    size = self.shape[d]
-    pos = type(self).arange(size, dtype=index.dtype, device=self.device).reshape((1,) * (d + 1) + (size,) + (1,) * (self.ndim - d - 1))
-    mask = index.unsqueeze(d + 1) == pos  # axes: index's ..., j (the contribution), s (self's position), ...
-    vals = src.shrink(tuple((0, i) for i in index.shape)).unsqueeze(d + 1)
-    pad = tuple((0, 0) if a == d else (0, s - i) for a, (i, s) in enumerate(zip(index.shape, self.shape)))
+    if not isinstance(src, MovementMixin): raise TypeError(f"scatter_reduce: src must be a Tensor, got {type(src).__name__}")
+    if (parts := self._scatter_onehot("scatter_reduce", dim, index, src)) is None: return self
+    d, mask, vals, pad = parts
     count = mask.sum(d, dtype=dtypes.int32).pad(pad)  # contributions per position of self
     named = count > 0
     if reduce in ("amax", "amin"):
