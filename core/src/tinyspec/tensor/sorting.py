@@ -38,15 +38,9 @@ class SortMixin:
     x = self.transpose(d, -1)
     n = x.shape[-1]
     place = x._ranks(descending).unsqueeze(-1) == type(self).arange(n, dtype=dtypes.int32, device=self.device)  # (..., i, k)
-    values = place.where(x.unsqueeze(-1), 0)._select_sum(-2, x.dtype)
-    index = type(self).arange(n, dtype=dtypes.int64, device=self.device).reshape(n, 1)
-    indices = place.where(index, 0).sum(-2, dtype=dtypes.int64)
+    values = x.unsqueeze(-1)._select(place, (-2,))  # the one element the one-hot keeps per place k, in x's dtype
+    indices = type(self).arange(n, dtype=dtypes.int64, device=self.device).reshape(n, 1)._select(place, (-2,))
     return values.transpose(d, -1), indices.transpose(d, -1)
-
-  def _select_sum(self: Tensor, axis: int, dtype) -> Tensor:
-    """The one value a one-hot WHERE left along `axis`, in `dtype` (bool through uint8: a sum of bools would be an int)."""
-    if dtype == dtypes.bool: return self.cast(dtypes.uint8).max(axis).cast(dtypes.bool)
-    return self.sum(axis, dtype=dtype)
 
   def argsort(self: Tensor, dim: int = -1, descending: bool = False) -> Tensor:
     """The indices that sort along `dim` (stable)."""
