@@ -125,12 +125,17 @@ class Adam(Optimizer):
 
   def _step_state(self) -> list[Tensor]: return [_set(self.b1_t, self.b1_t * self.b1), _set(self.b2_t, self.b2_t * self.b2)]
 
-  def _update(self, i: int, p: Tensor, g: Tensor) -> list[Tensor]:
+  def _moments(self, i: int, p: Tensor, g: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Parameter i's moving averages m and v advanced by gradient g (written in place), and b1^t, b2^t on p's device."""
     b1_t, b2_t = (b if p.device == b.device else b.to(p.device) for b in (self.b1_t, self.b2_t))
-    lr = self._lr_on(p)
-    if self.weight_decay and not self.decoupled: g = g + self.weight_decay * p
     m = _set(self.m[i], self.b1 * self.m[i] + (1 - self.b1) * g)
     v = _set(self.v[i], self.b2 * self.v[i] + (1 - self.b2) * (g * g))
+    return m, v, b1_t, b2_t
+
+  def _update(self, i: int, p: Tensor, g: Tensor) -> list[Tensor]:
+    lr = self._lr_on(p)
+    if self.weight_decay and not self.decoupled: g = g + self.weight_decay * p
+    m, v, b1_t, b2_t = self._moments(i, p, g)
     base = p * (1 - lr * self.weight_decay) if self.weight_decay and self.decoupled else p
     return [_set(p, base - (lr / (1 - b1_t)) * m / (v.sqrt() / (1 - b2_t).sqrt() + self.eps)), m, v]
 
@@ -151,9 +156,7 @@ class LAMB(Adam):
     super().__init__(params, lr, b1, b2, eps, weight_decay)
 
   def _update(self, i: int, p: Tensor, g: Tensor) -> list[Tensor]:
-    b1_t, b2_t = (b if p.device == b.device else b.to(p.device) for b in (self.b1_t, self.b2_t))
-    m = _set(self.m[i], self.b1 * self.m[i] + (1 - self.b1) * g)
-    v = _set(self.v[i], self.b2 * self.v[i] + (1 - self.b2) * (g * g))
+    m, v, b1_t, b2_t = self._moments(i, p, g)
     r = (m / (1 - b1_t)) / ((v / (1 - b2_t)).sqrt() + self.eps) + self.weight_decay * p
     p_norm, r_norm = (p * p).sum().sqrt(), (r * r).sum().sqrt()
     trust = ((p_norm > 0) & (r_norm > 0)).where(p_norm / r_norm, 1.0)
