@@ -43,15 +43,31 @@ def test_batched_and_self_matmuls_stay_exact(packing):
   assert kernel_names(x[:, :32] @ x[:32, :]) == ["E_64_32_16", "r_64_1024_32"]
   np.testing.assert_allclose((x[:, :32] @ x[:32, :]).numpy(), xn[:, :32] @ xn[:32, :], rtol=1e-5, atol=1e-5)
 
+def test_matmul_with_a_transposed_b_reads_it_packed(packing):
+  # x @ w.T (nn.Linear's layout): k is w's contiguous axis, so the register tile's vectors along the output columns would
+  # gather; packed, they are contiguous as for a plain B
+  an, wn = rng.standard_normal((64, 32), dtype=np.float32), rng.standard_normal((1024, 32), dtype=np.float32)
+  a, w = Tensor(an, device="PYTHON"), Tensor(wn, device="PYTHON")
+  assert kernel_names(a @ w.T) == ["E_64_32_16", "r_64_1024_32"]
+  np.testing.assert_allclose((a @ w.T).numpy(), an @ wn.T, rtol=1e-5, atol=1e-5)
+
+def test_a_later_buffer_may_reuse_the_packed_copys_memory(packing):
+  # the packed copy is the schedule's last buffer but dies after its matmul; an intermediate made later, of the same size,
+  # takes its memory (the memory plan), and must find it allocated
+  an, wn = rng.standard_normal((64, 32), dtype=np.float32), rng.standard_normal((64, 32), dtype=np.float32)
+  a, w = Tensor(an, device="PYTHON"), Tensor(wn, device="PYTHON")
+  out = (((a @ w.T) @ w * 0.01).exp() + 1).sum(0)
+  np.testing.assert_allclose(out.numpy(), (np.exp((an @ wn.T) @ wn * 0.01) + 1).sum(0), rtol=1e-4)
+
 @pytest.mark.parametrize("name, make", [
   ("a narrow B", lambda: (rng.standard_normal((64, 32)), rng.standard_normal((32, 512)))),   # k steps 512 elements: no gain
-  ("a transposed B", lambda: (rng.standard_normal((64, 32)), rng.standard_normal((1024, 32)).T)),  # k is B's contiguous axis
+  ("a transposed B, narrow", lambda: (rng.standard_normal((64, 32)), rng.standard_normal((16, 32)).T)),  # fewer columns than 2 panels
   ("few rows to reuse B", lambda: (rng.standard_normal((8, 32)), rng.standard_normal((32, 1024)))),
 ])
 def test_operands_not_worth_packing_are_left_alone(packing, name, make):
   an, bn = (x.astype(np.float32) for x in make())
   a, b = Tensor(an, device="PYTHON"), Tensor(np.ascontiguousarray(bn), device="PYTHON")
-  if name == "a transposed B": b = Tensor(np.ascontiguousarray(bn.T), device="PYTHON").T
+  if name.startswith("a transposed B"): b = Tensor(np.ascontiguousarray(bn.T), device="PYTHON").T
   names = kernel_names(a @ b)
   assert not any(n.startswith("E") for n in names), names
   np.testing.assert_allclose((a @ b).numpy(), an @ bn, rtol=1e-5, atol=1e-5)

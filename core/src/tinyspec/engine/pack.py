@@ -6,11 +6,16 @@ builds waits on memory (CPU matmul 2048: 110 GFLOP/s against numpy's 258). Packi
 of its own, into panels of `pack_width` columns stored one after another, `[j // W][k][j % W]`, and the matmul reads the
 copy, contiguously (320 GFLOP/s measured with B packed by hand).
 
+A transposed B (x @ w.T, nn.Linear's layout) is contiguous along k instead; the register tile's vectors run along the
+output's contiguous axis j, across w's rows, and gather element by element (1024x64 @ (256x64).T: 29 GFLOP/s against 210
+for the plain layout). The same panels make them contiguous.
+
 An operand is packed when the kernel reduces, stores one output, and reads the operand (ungated) at an index that is
-exactly affine in its ranges, with stride 1 along an output axis j of a multiple of 2W, a stride of at least
-PACK_MIN_STRIDE along a reduce axis, and no dependence on another output axis of at least PACK_MIN_REUSE (so the copy is
-read that many times over); the copy may not be larger than the operand (no duplication, as a convolution's windows would
-give). Everything else is left as rangeify made it.
+exactly affine in its ranges, along an output axis j of a multiple of 2W, with no dependence on another output axis of
+at least PACK_MIN_REUSE (so the copy is read that many times over), and either stride 1 along j and a stride of at least
+PACK_MIN_STRIDE along a reduce axis (a wide B), or stride 1 along a reduce axis with j the output's contiguous axis (a
+transposed B). The copy may not be larger than the operand (no duplication, as a convolution's windows would give).
+Everything else is left as rangeify made it.
 """
 from __future__ import annotations
 
@@ -41,18 +46,23 @@ def affine(idx: UOp) -> tuple[int, dict[UOp, int]] | None:
   return offset, strides
 
 def _packable(kernel: UOp, width: int) -> tuple[UOp, int, dict[UOp, int], UOp] | None:
-  """(the LOAD to pack, its offset and strides, its output axis of stride 1) for the first operand worth packing."""
+  """(the LOAD to pack, its offset and strides, the output axis j its panels run along) for the first operand worth packing
+  (module docstring): a wide B, stride 1 along j; or a transposed B, stride 1 along a reduce axis, j the output's contiguous axis."""
   nodes = kernel.toposort()
   stores = [u for u in nodes if u.op is Ops.STORE]
   if len(stores) != 1 or not any(u.op is Ops.REDUCE for u in nodes) or (out := affine(stores[0].src[0].src[1])) is None: return None
   outputs = set(out[1])
+  out_contiguous = next((r for r, s in out[1].items() if s == 1), None)
   for ld in (u for u in nodes if u.op is Ops.LOAD and len(u.src) == 1 and u.src[0].src[0].op is Ops.PARAM):
     if (lin := affine(ld.src[0].src[1])) is None or any(r.size is None for r in lin[1]): continue
     offset, strides = lin
-    j = next((r for r, s in strides.items() if s == 1 and r in outputs), None)
     reduce_strides = [s for r, s in strides.items() if r.axis_type is AxisType.REDUCE]
-    reused = any(r not in strides and (r.size or 0) >= PACK_MIN_REUSE for r in outputs)
-    if j is None or j.size % (2 * width) or not reduce_strides or max(reduce_strides) < PACK_MIN_STRIDE or not reused: continue
+    if not reduce_strides or not any(r not in strides and (r.size or 0) >= PACK_MIN_REUSE for r in outputs): continue
+    if (j := next((r for r, s in strides.items() if s == 1 and r in outputs), None)) is not None:
+      if max(reduce_strides) < PACK_MIN_STRIDE: continue
+    elif 1 in reduce_strides and out_contiguous in strides: j = out_contiguous
+    else: continue
+    if j.size % (2 * width): continue
     if math.prod(r.size for r in strides) > ld.src[0].src[0].shape[0]: continue  # the copy would duplicate elements
     return ld, offset, strides, j
   return None

@@ -76,8 +76,8 @@ def run_schedule(cs: CompiledSchedule, args: list[Buffer], var_vals: dict[str, i
   sched, n = cs.sched, cs.sched.n_args
   bufs: list[Buffer | None] = list(args) + [None] * len(sched.buffers)
   for i, (size, dtype, _) in enumerate(sched.buffers):
-    b = n + i
-    bufs[b] = bufs[cs.home[b]] if cs.home[b] != b else Buffer(cs.devices[i], size, dtype).allocate()
+    if cs.home[n + i] == n + i: bufs[n + i] = Buffer(cs.devices[i], size, dtype).allocate()
+  for b in range(n, len(bufs)): bufs[b] = bufs[cs.home[b]]  # after: a buffer may share the memory of one numbered later (packing's)
   debug, var_vals = debug_level(), var_vals or {}
   if (records := getattr(_recording, "steps", None)) is not None: records.append((cs.steps, bufs, var_vals))
   if len({step.device for step in cs.steps}) <= 1:
