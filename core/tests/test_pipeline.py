@@ -53,6 +53,18 @@ def test_gemm_is_one_kernel():
   assert n_kernels(out) == 1
   np.testing.assert_allclose(run(out), an @ bn, rtol=1e-5, atol=1e-5)
 
+def test_contraction_inside_another_reduction_is_a_kernel_of_its_own():
+  # a product's sum (a matmul) read by a reduction over its output axes (attention's dO @ v.T under its row sums): nested in
+  # that reduction's loop it would run as a scalar loop per step; alone it gets a register tile. A sum of a plain sum nests.
+  an, bn = rng.standard_normal((5, 7), dtype=np.float32), rng.standard_normal((7, 3), dtype=np.float32)
+  mm = (buf(an).reshape((5, 7, 1)).expand((5, 7, 3)) * buf(bn).reshape((1, 7, 3)).expand((5, 7, 3))).reduce(Ops.ADD, (1,)).reshape((5, 3))
+  out = mm.reduce(Ops.ADD, (1,))
+  assert mm.src[0] in find_realized(UOp(Ops.TUPLE, (out,))) and n_kernels(out) == 2  # mm.src[0]: the REDUCE
+  np.testing.assert_allclose(run(out).reshape(-1), (an @ bn).sum(1), rtol=1e-5, atol=1e-5)
+  plain = buf(an).reduce(Ops.ADD, (1,)).reshape((5,)).reduce(Ops.ADD, (0,))
+  assert n_kernels(plain) == 1
+  np.testing.assert_allclose(run(plain).reshape(-1), [an.sum()], rtol=1e-5)
+
 def test_elementwise_after_reduce_fuses():
   xn = rng.standard_normal((6, 5), dtype=np.float32)
   out = (buf(xn).reduce(Ops.ADD, (1,)) * 2.0 + 1.0).maximum(0.0)

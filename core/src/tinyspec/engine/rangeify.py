@@ -114,11 +114,13 @@ def find_realized(body: UOp, gpu: bool = True, groups: dict[UOp, UOp] | None = N
   realized = {v for v in body.src if v.op not in (Ops.PARAM, Ops.AFTER)}
   from_memory: set[UOp] = set()  # the nodes whose value reads a buffer (arange's padded constants do not)
   costly: dict[UOp, bool] = {}  # the nodes whose value, down to the buffers it reads, takes a transcendental (exp, log ...)
+  broadcasts: dict[UOp, bool] = {}  # the nodes whose value, down to the buffers it reads, broadcasts one (a matmul's product)
   for u in body.toposort():
     if u.op in (Ops.CONTIGUOUS, Ops.STORE): realized.add(u)
     if u.op is Ops.COPY: realized.update((u, u.src[0]))
     if u.op is Ops.PARAM or any(s in from_memory for s in u.src): from_memory.add(u)
     costly[u] = u.op in TRANSCENDENTAL or any(costly[s] for s in u.src if s not in realized)
+    broadcasts[u] = (u.op is Ops.EXPAND and _expands(u)) or any(broadcasts[s] for s in u.src if s not in realized)
   # users before sources, carrying which kernels read each node, whether through a broadcast, whether by a reduction, and
   # whether some path from its kernel's root reorders axes (so a broadcast REDUCE under it would not be once per row)
   readers: dict[UOp, frozenset[UOp]] = {}
@@ -126,8 +128,11 @@ def find_realized(body: UOp, gpu: bool = True, groups: dict[UOp, UOp] | None = N
   reduced: dict[UOp, bool] = {}
   reordered: dict[UOp, bool] = {}
   into: dict[UOp, bool] = {}  # some path from its kernel's root passes a REDUCE, then a broadcasting EXPAND: a reduction's broadcast input
+  looped: dict[UOp, bool] = {}  # some path from a REDUCE of its kernel reaches it with no broadcasting EXPAND between: it runs in that loop
   for u in body.toposort()[::-1]:
     if u.op is Ops.REDUCE and ((broadcast.get(u, False) and (gpu or reordered.get(u, False))) or len(readers.get(u, ())) > 1): realized.add(u)
+    if u.op is Ops.REDUCE and looped.get(u, False) and broadcasts[u.src[0]]:
+      realized.add(u)  # a contraction inside another reduction's loop (attention's dO @ v.T under its row sum): alone, it gets a register tile
     if u.op is Ops.PAD and broadcast.get(u, False) and reduced.get(u, False) and u in from_memory and buffer_size(u.shape) >= PAD_REALIZE_MIN:
       realized.add(u)
     if u.op in GroupOp.Elementwise and costly[u] and into.get(u, False) and u in from_memory:
@@ -138,7 +143,9 @@ def find_realized(body: UOp, gpu: bool = True, groups: dict[UOp, UOp] | None = N
       moved, inp = reordered.get(u, False), into.get(u, False)
     expanding = u.op is Ops.EXPAND and _expands(u)
     flag, inp, red, moved = flag or expanding, inp or (expanding and red), red or u.op is Ops.REDUCE, moved or not _keeps_rows(u)
+    loop = u.op is Ops.REDUCE or (u not in realized and looped.get(u, False) and not expanding)
     for s in u.src:
+      looped[s] = looped.get(s, False) or loop
       readers[s], broadcast[s], reduced[s] = readers.get(s, frozenset()) | mine, broadcast.get(s, False) or flag, reduced.get(s, False) or red
       reordered[s], into[s] = reordered.get(s, False) or moved, into.get(s, False) or inp
   return {u for u in realized if u.op is not Ops.PARAM}  # an argument already has its buffer
