@@ -66,7 +66,8 @@ def test_no_fold_when_int32_may_wrap():
 
 def test_sym_is_a_composition_of_named_tables():
   from tinyspec.uop import symbolic
-  parts = [symbolic.pm_fold_consts, symbolic.pm_identities, symbolic.pm_decide_by_range, symbolic.pm_collect_terms, symbolic.pm_div_mod]
+  parts = [symbolic.pm_fold_consts, symbolic.pm_identities, symbolic.pm_decide_by_range, symbolic.pm_collect_terms, symbolic.pm_div_mod,
+           symbolic.pm_binary_digits]
   assert len(sym) == sum(len(p) for p in parts)
 
 # ---- property tests: random expressions over bounded variables keep their value ----
@@ -158,3 +159,24 @@ def test_every_two_step_constant_chain():
       e = apply[op2](first, c2)
       s = simplify(e)
       for val in range(-6, 7): assert s.eval({v: val}) == e.eval({v: val}), f"v {op1} {c1} {op2} {c2} at v={val}"
+
+def test_quotient_and_remainder_sum_back():
+  assert simplify((x // 4) * 4 + x % 4) is x
+  assert simplify((x // 8) * 8 + ((x // 4) % 2) * 4) is simplify((x // 4) * 4)
+
+def test_binary_digits_sum_back_to_the_index():
+  # how rangeify lowers arange's binary count (Tensor._iota): where(digit >= 1, 2**b, 0) per digit, highest first
+  i32 = dtypes.int32
+  digits = [((x // (1 << b)) % 2 < 1).ne(True).where(UOp.const(1 << b, i32), UOp.const(0, i32)) for b in range(3, -1, -1)]
+  total = digits[0]
+  for d in digits[1:]: total = total + d
+  assert simplify(total) is x.cast(i32)
+  assert [total.eval({x: v}) for v in range(11)] == list(range(11))
+
+def test_arange_lowers_to_its_index():
+  from tinyspec import Tensor
+  from tinyspec.engine.callify import callify
+  from tinyspec.engine.rangeify import rangeify
+  ast = rangeify(callify(Tensor.arange(80).uop)).items[0].ast
+  assert not {Ops.IDIV, Ops.MOD, Ops.WHERE} & {u.op for u in ast.toposort()}
+  assert (Tensor.arange(80).numpy() == list(range(80))).all()

@@ -163,7 +163,35 @@ pm_div_mod = PatternMatcher([
   (x + c1 < c2, _lt_shift),                                                              # x + c1 < c2 -> x < c2 - c1
 ])
 
-sym = pm_fold_consts + pm_identities + pm_decide_by_range + pm_collect_terms + pm_div_mod
+def _is_bit(y: UOp) -> bool: return y.vmin >= 0 and y.vmax <= 1
+
+def _bit_times(y: UOp, c: UOp) -> UOp | None:
+  """where(y >= 1, c, 0) for y in {0, 1}, as (y * c) in index arithmetic cast to c's dtype (with a wide enough dtype)."""
+  if not _is_bit(y) or not (c.dtype.min <= min(0, c.arg[0]) and max(0, c.arg[0]) <= c.dtype.max): return None
+  return (y * c.arg[0]).cast(c.dtype) if y.dtype == dtypes.index else y.cast(c.dtype) * c
+
+def _cast_sum(a: UOp, b: UOp, dt) -> UOp | None:
+  """cast(a) + cast(b) as cast(a + b) for index a and b whose sum fits dt (so the index rules can combine the terms)."""
+  return (a + b).cast(dt) if dt.min <= a.vmin + b.vmin and a.vmax + b.vmax <= dt.max else None
+
+def _digit_merge(x: UOp, c1: UOp, c2: UOp, k: UOp) -> UOp | None:
+  """(x // (k*c)) * (k*c) + ((x // c) % k) * c is (x // c) * c: the quotient by c written as its last base-k digit and the rest."""
+  return (x // c1) * c1 if c1.arg[0] > 0 and k.arg[0] > 0 and c2.arg[0] == k.arg[0] * c1.arg[0] else None
+
+# binary digits put back together: arange counts in binary (Tensor._iota, a broadcast sum of padded constants 0 or 2**k),
+# which rangeify lowers to one where((i // 2**k) % 2 >= 1, 2**k, 0) per digit; summed, they are i itself again (a causal
+# mask's cols - rows is then j - i: 35 integer ops an element fewer, which let the attention kernels vectorize)
+ix, ic1, ic2, ik = UPat.var("x", dtypes.index), UPat.cvar("c1", dtypes.index), UPat.cvar("c2", dtypes.index), UPat.cvar("k", dtypes.index)
+idx_a, idx_b = UPat.var("a", dtypes.index), UPat.var("b", dtypes.index)
+pm_binary_digits = PatternMatcher([
+  ((y < 1).ne(True).where(UPat.cvar("c", INT), 0), _bit_times),                                                    # where(y>=1, c, 0) -> y*c
+  (UPat(Ops.CAST, INT, (idx_a,), name="ca") + UPat(Ops.CAST, INT, (idx_b,), name="cb"),
+   lambda a, b, ca, cb: _cast_sum(a, b, ca.dtype) if ca.dtype == cb.dtype else None),                              # cast(a)+cast(b) -> cast(a+b)
+  ((ix // ic2) * ic2 + ((ix // ic1) % ik) * ic1, _digit_merge),                                                  # (x//2c)*2c + (x//c%2)*c -> (x//c)*c
+  ((ix // ic1) * ic1 + ix % ic1, lambda x, c1: x if c1.arg[0] > 0 else None),                                     # (x//c)*c + x%c -> x
+])
+
+sym = pm_fold_consts + pm_identities + pm_decide_by_range + pm_collect_terms + pm_div_mod + pm_binary_digits
 
 def simplify(u: UOp) -> UOp:
   """u with every rule of `sym` applied to a fixed point."""
