@@ -330,7 +330,7 @@ class NNMixin:
       att = att.masked_fill(attn_mask.logical_not(), -math.inf) if attn_mask.dtype == dtypes.bool else att + attn_mask
     # softmax written out, so one max serves both the shift and the rows with every position masked (all -inf): those
     # shift by 0 instead of -inf, their exps are all 0, and dividing by 1 instead of their sum 0 gives PyTorch's zeros
-    top = att.max(-1, keepdim=True).detach()
+    top = att.max((-1,), keepdim=True).detach()  # a tuple: a plain MAX, not the two more reductions that route an int axis's gradient
     e = (att - (top == -math.inf).where(0.0, top)).exp()
     total = e.sum(-1, keepdim=True)
     return (e * (total == 0).where(1.0, total).reciprocal()).dropout(dropout_p) @ value
