@@ -86,6 +86,9 @@ def test_hand_coded_leaves_a_row_reduction_read_by_every_column_to_loops():
   p, d = Tensor.empty(64, 64, device="PYTHON"), Tensor.empty(64, 64, device="PYTHON")
   k = kernel_of(p * (d - (d * p).sum(-1, keepdim=True)))
   assert sum(u.op is Ops.REDUCE for u in k.toposort()) == 1 and hand_coded(k, SIMD16()) == []
+  # the row sum reads a weight every row shares, but copies of rows alone would store each row element by element
+  w = Tensor.empty(64, device="PYTHON")
+  assert hand_coded(kernel_of(d * (d * w).sum(-1, keepdim=True)), SIMD16()) == []
 
 def test_hand_coded_tiles_outputs_stored_together(upcasting):
   # attention's dq, dk and dv, each a matmul, are made by one kernel: it gets one register tile, its copies shared out
