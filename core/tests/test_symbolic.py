@@ -180,3 +180,17 @@ def test_arange_lowers_to_its_index():
   ast = rangeify(callify(Tensor.arange(80).uop)).items[0].ast
   assert not {Ops.IDIV, Ops.MOD, Ops.WHERE} & {u.op for u in ast.toposort()}
   assert (Tensor.arange(80).numpy() == list(range(80))).all()
+
+def test_rows_of_a_reshape_divide_whole():
+  # (n, c) rows read through a reshape: x*c + y with 0 <= y < c, divided by a multiple of c
+  assert simplify((x * 4 + y) // 8) is simplify(x // 2)
+  assert simplify((x * 4 + y) % 8) is simplify((x % 2) * 4 + y)
+  assert simplify((x // 3) * 12 + (x % 3) * 4) is simplify(x * 4)
+  assert simplify((x * 4 + y) // -8).op is Ops.IDIV and simplify((x * 4 + z) // 8).op is Ops.IDIV  # a negative divisor, a y below 0
+
+def test_a_reshaped_batch_reads_its_rows_without_division():
+  from tinyspec import Tensor
+  from tinyspec.engine.callify import callify
+  from tinyspec.engine.rangeify import rangeify
+  ast = rangeify(callify(Tensor.empty(16, 64, 80).reshape(1024, 80).max(-1).uop)).items[-1].ast
+  assert not {Ops.IDIV, Ops.MOD} & {u.op for u in ast.toposort()}

@@ -43,6 +43,14 @@ def _times(base: UOp, k: int) -> UOp: return base * k if k != 1 else base
 def _plus1(c: UOp) -> UOp: return UOp.const(c.arg[0] + 1, c.dtype)
 
 def _divides(d: UOp, k: UOp) -> bool: return d.arg[0] > 0 and k.arg[0] % d.arg[0] == 0
+def _fits(n: UOp, y: UOp, c: UOp, m: UOp) -> bool:
+  """For n = x*c + y: whether 0 <= y < c always, c divides m > 0 and n cannot wrap; then n divided by m is x divided by
+  m/c (a reshape of rows of c elements)."""
+  return 0 <= y.vmin and y.vmax < c.arg[0] and m.arg[0] > 0 and _divides(c, m) and _no_wrap(n)
+
+def _unsplit(x: UOp, c1: UOp, c2: UOp, c3: UOp) -> UOp | None:
+  """(x // c) * (c*k) + (x % c) * k is x * k: a flat index split into two axes and joined again."""
+  return x * c3 if c1.arg[0] > 0 and c2.arg[0] == c1.arg[0] * c3.arg[0] else None
 
 def sum_terms(u: UOp) -> list[UOp]:
   """The summands of a tree of ADDs: (a + b) + c is [a, b, c] (in no promised order)."""
@@ -161,6 +169,9 @@ pm_div_mod = PatternMatcher([
   (UPat(Ops.IDIV, src=(UPat(Ops.ADD, name="n"), c1)), lambda n, c1: _div_split(n, c1)),  # (q*c + r)//c -> q + r//c
   (UPat(Ops.MOD, src=(UPat(Ops.ADD, name="n"), c1)), lambda n, c1: _mod_split(n, c1)),   # (q*c + r)%c -> r%c
   (x + c1 < c2, _lt_shift),                                                              # x + c1 < c2 -> x < c2 - c1
+  ((x * c1 + y).named("n") // c2, lambda x, y, c1, c2, n: x // (c2.arg[0] // c1.arg[0]) if _fits(n, y, c1, c2) else None),  # (80i+j)//5120 -> i//64
+  ((x * c1 + y).named("n") % c2, lambda x, y, c1, c2, n: (x % (c2.arg[0] // c1.arg[0])) * c1 + y if _fits(n, y, c1, c2) else None),  # -> (i%64)*80+j
+  ((x // c1) * c2 + (x % c1) * UPat.cvar("c3", INT), _unsplit),                                                  # (i//64)*5120 + (i%64)*80 -> i*80
 ])
 
 def _is_bit(y: UOp) -> bool: return y.vmin >= 0 and y.vmax <= 1
