@@ -14,7 +14,7 @@ U, R_, L = AxisType.UPCAST, AxisType.UNROLL, AxisType.LOOP
 
 class SIMD16(Renderer):
   """A renderer's limits as the heuristic sees them on an AVX-512 host."""
-  device, vector_widths, max_upcast = "TEST", (1, 4, 8, 16), 128
+  device, vector_widths, max_upcast = "TEST", (1, 4, 8, 16), 256
 
 def kernel_of(t: Tensor):
   """The last kernel of t's schedule, as rangeify makes it."""
@@ -30,7 +30,7 @@ def mats(m, k, n):
 def upcasting(monkeypatch):
   """The PYTHON device optimizing as an AVX-512 CPU does, so upcast kernels run (and are bounds-checked) in the interpreter."""
   r = Device["PYTHON"].renderer
-  monkeypatch.setattr(r, "max_upcast", 128, raising=False)
+  monkeypatch.setattr(r, "max_upcast", 256, raising=False)
   monkeypatch.setattr(r, "vector_widths", (1, 4, 8, 16), raising=False)
   saved = (dict(R._kernels), dict(R._schedules))
   R._kernels.clear(); R._schedules.clear()
@@ -62,9 +62,12 @@ def test_split_opts_keep_matmul_exact(opts, upcasting, monkeypatch):
 
 def test_hand_coded_tiles_a_matmul():
   *_, a, b = mats(64, 48, 128)
-  # j (contiguous in the output and in b) by the widest vector, then i, over which b's vector loads do not vary
-  assert hand_coded(kernel_of(a @ b), SIMD16()) == [Opt(OptOps.SPLIT, 1, (16, U, False)), Opt(OptOps.SPLIT, 0, (8, U, False))]
-  assert hand_coded(kernel_of(a @ b), Renderer()) == [Opt(OptOps.SPLIT, 1, (4, U, False)), Opt(OptOps.SPLIT, 0, (8, U, False))]
+  # j (contiguous in the output and in b) by two of the widest vectors (a plain sum of products), then i, over which b's
+  # vector loads do not vary, with what the copies left
+  assert hand_coded(kernel_of(a @ b), SIMD16()) == [Opt(OptOps.SPLIT, 1, (32, U, False)), Opt(OptOps.SPLIT, 0, (8, U, False))]
+  assert hand_coded(kernel_of(a @ b), Renderer()) == [Opt(OptOps.SPLIT, 1, (8, U, False)), Opt(OptOps.SPLIT, 0, (4, U, False))]
+  # with an epilogue past the sums (a gelu), one vector and half the copies
+  assert hand_coded(kernel_of((a @ b).gelu()), SIMD16()) == [Opt(OptOps.SPLIT, 1, (16, U, False)), Opt(OptOps.SPLIT, 0, (8, U, False))]
 
 def test_hand_coded_tiles_a_convolution_by_channels_not_batch():
   x, w = Tensor.empty(2, 8, 10, 16, device="PYTHON"), Tensor.empty(16, 8, 3, 3, device="PYTHON")
@@ -294,7 +297,7 @@ def test_hand_coded_splits_the_outermost_output_axis_over_threads():
   *_, a, b = mats(64, 48, 128)
   # the THREAD part first (rows 0-31 and 32-63), then the register tile on what is left of the rows and on the columns
   assert hand_coded(kernel_of(a @ b), TwoCores()) == [Opt(OptOps.SPLIT, 0, (2, AxisType.THREAD, True)),
-                                                     Opt(OptOps.SPLIT, 2, (16, U, False)), Opt(OptOps.SPLIT, 1, (8, U, False))]
+                                                     Opt(OptOps.SPLIT, 2, (32, U, False)), Opt(OptOps.SPLIT, 1, (8, U, False))]
   x = Tensor.empty(63, 100, device="PYTHON")[:, :80]
   assert hand_coded(kernel_of(x * 2), TwoCores()) == [Opt(OptOps.SPLIT, 1, (2, AxisType.THREAD, True))]  # 63 rows do not halve
   assert hand_coded(kernel_of(x[:4, :4] * 2), TwoCores()) == []  # 16 iterations: not worth a thread

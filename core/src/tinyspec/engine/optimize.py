@@ -27,7 +27,7 @@ from tinyspec.dtype import AddrSpace, dtypes
 from tinyspec.engine import tensorcore as TC
 from tinyspec.engine.rangeify import reduce_identity
 from tinyspec.renderer import Renderer, TensorCore
-from tinyspec.uop.ops import AxisType, Ops
+from tinyspec.uop.ops import AxisType, GroupOp, Ops
 from tinyspec.uop.rewrite import graph_rewrite
 from tinyspec.uop.spec import buffer_of, verify_between_stages
 from tinyspec.uop.symbolic import sym
@@ -280,14 +280,22 @@ def thread_split(kernel: UOp, renderer: Renderer) -> list[Opt]:
   outer = next((i for i, r in enumerate(rngs) if r.axis_type in (AxisType.LOOP, AxisType.GLOBAL) and (r.size or 1) % t == 0 and r.size), None)
   return [] if outer is None else [Opt(OptOps.SPLIT, outer, (t, AxisType.THREAD, True))]
 
+def plain_products(kernel: UOp) -> bool:
+  """Whether the kernel's values are only sums of products (a matmul, a convolution, a bias added): index arithmetic aside."""
+  return all(u.op in (Ops.ADD, Ops.MUL) for u in kernel.toposort() if u.op in GroupOp.ALU and u.dtype != dtypes.index)
+
 def hand_coded(kernel: UOp, renderer: Renderer) -> list[Opt]:
   """Opts chosen without search for a CPU-like device: a THREAD split over its cores (`thread_split`), a register tile
-  (`register_tile`) as wide as the renderer's widest vector (at least 4: a scalar target still reuses registers across 4
-  copies) and `max_upcast` copies in all, then the short innermost reductions unrolled. Elementwise kernels are left to
-  the device compiler."""
+  (`register_tile`), then the short innermost reductions unrolled. Elementwise kernels are left to the device compiler.
+  A kernel of plain sums of products gets a tile two of the renderer's widest vectors wide (at least 4) with all of
+  `max_upcast`: its copies are accumulators and loads only. Any other gets one vector and half the copies: each copy's
+  epilogue (a gelu, a mask) needs registers too, and LLVM vectorizes wide copies of long expressions badly (a GPT step
+  12 -> 25 ms with every kernel at the full budget; 1024^3 matmul 398 -> 455 GFLOP/s with plain ones at it)."""
   opts = thread_split(kernel, renderer)
   if renderer.max_upcast < 2: return opts
-  tile = register_tile(apply_opts(kernel, opts), max(*renderer.vector_widths, 4), renderer.max_upcast)
+  plain = plain_products(kernel)
+  width, budget = max(*renderer.vector_widths, 4) * (2 if plain else 1), renderer.max_upcast // (1 if plain else 2)
+  tile = register_tile(apply_opts(kernel, opts), width, budget)
   return opts + tile + unroll_short_reductions(apply_opts(kernel, opts + tile)) if tile else opts
 
 # ---- GPUs: GLOBAL/LOCAL axes become SPECIAL indices, GROUP_REDUCE a reduction through LOCAL memory ----

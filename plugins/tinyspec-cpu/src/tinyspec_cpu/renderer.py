@@ -62,7 +62,7 @@ class CPURenderer(LLVMRenderer):
     self.threads, self.split_min_work = threads, 2 * MIN_WORK_PER_THREAD
     # float32 lanes of the widest SIMD registers: what the optimizer upcasts the output's contiguous axis by
     self.vector_widths = (1, 2, 4, 8, 16) if "+avx512f" in h.features else (1, 2, 4, 8) if "+avx" in h.features else (1, 2, 4)
-    self.max_upcast = 128 if "+avx512f" in h.features else 64  # accumulators that stay in registers: 32 zmm or 16 ymm/xmm
+    self.max_upcast = 256 if "+avx512f" in h.features else 64  # accumulators that stay in registers: 16 of 32 zmm, 8 of 16 ymm
     self.pack_width = self.vector_widths[-1]  # a matmul's B in panels as wide as the register tile: matmul 2048 110 -> 300 GFLOP/s
     # half precision converts with F16C on x86; without it LLVM would call runtime library functions the JIT cannot find
     if h.triple.startswith(("x86_64", "i686", "i386")) and "+f16c" not in h.features:
