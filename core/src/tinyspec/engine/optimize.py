@@ -233,7 +233,7 @@ def register_tile(kernel: UOp, first: int, budget: int) -> list[Opt]:
   loads = [u.src[0] for u in nodes if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX]
   # outputs computed together (attention's dq, dk and dv) must store at one index; each reduction has its accumulators
   if not stores or len({st.src[1] for st in stores}) != 1 or not loads: return []
-  budget //= sum(u.op is Ops.REDUCE for u in nodes)
+  budget //= max(1, sum(u.op is Ops.REDUCE for u in nodes))
   deps = [set(ld.src[1].toposort()) for ld in loads]
   outs = [r for r in rngs if r.axis_type in (AxisType.LOOP, AxisType.GLOBAL) and (r.size or 0) > 1 and r in stores[0].src[1].toposort()]
   # an axis is worth copying where a reduction that varies over it reads some input that does not: every copy then reuses

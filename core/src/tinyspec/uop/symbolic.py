@@ -191,7 +191,7 @@ def _digit_merge(x: UOp, c1: UOp, c2: UOp, k: UOp) -> UOp | None:
 
 # binary digits put back together: arange counts in binary (Tensor._iota, a broadcast sum of padded constants 0 or 2**k),
 # which rangeify lowers to one where((i // 2**k) % 2 >= 1, 2**k, 0) per digit; summed, they are i itself again (a causal
-# mask's cols - rows is then j - i: 35 integer ops an element fewer, which let the attention kernels vectorize)
+# mask's cols - rows is then j - i: 35 integer ops an element fewer)
 ix, ic1, ic2, ik = UPat.var("x", dtypes.index), UPat.cvar("c1", dtypes.index), UPat.cvar("c2", dtypes.index), UPat.cvar("k", dtypes.index)
 idx_a, idx_b = UPat.var("a", dtypes.index), UPat.var("b", dtypes.index)
 pm_binary_digits = PatternMatcher([
