@@ -234,17 +234,17 @@ def register_tile(kernel: UOp, first: int, budget: int) -> list[Opt]:
   # outputs computed together (attention's dq, dk and dv) must store at one index; each reduction has its accumulators
   if not stores or len({st.src[1] for st in stores}) != 1 or not loads: return []
   budget //= max(1, sum(u.op is Ops.REDUCE for u in nodes))
-  deps = [set(ld.src[1].toposort()) for ld in loads]
-  outs = [r for r in rngs if r.axis_type in (AxisType.LOOP, AxisType.GLOBAL) and (r.size or 0) > 1 and r in stores[0].src[1].toposort()]
+  out_idx, deps = stores[0].src[1], [set(ld.src[1].toposort()) for ld in loads]
+  outs = [r for r in rngs if r.axis_type in (AxisType.LOOP, AxisType.GLOBAL) and (r.size or 0) > 1 and r in out_idx.toposort()]
   # an axis is worth copying where a reduction that varies over it reads some input that does not: every copy then reuses
   # that load. A reduction that does not vary over the axis (a row's sum, read by each column) runs once per row anyway,
   # and the columns' elementwise work is left to the device compiler's loop vectorizer (attention's dS 1.2 -> 0.4 ms)
   bodies = [set(u.src[0].toposort()) for u in nodes if u.op is Ops.REDUCE]
   def reuses(r: UOp) -> bool: return any(r in body and any(ld in body and r not in d for ld, d in zip(loads, deps)) for body in bodies)
-  reused = sorted((r for r in outs if reuses(r)), key=lambda r: _stride(stores[0].src[1], r, rngs) != 1)  # the output's contiguous axis first
+  reused = sorted((r for r in outs if reuses(r)), key=lambda r: _stride(out_idx, r, rngs) != 1)  # the output's contiguous axis first
   # copies along other axes only, the output's rows would be stored element by element: a row reduction (an RMSNorm's
   # backward, whose sum reads the weight once per row) is left to the device compiler (0.2 -> 0.07 ms for 1024x64)
-  if not reused or _stride(stores[0].src[1], reused[0], rngs) != 1: return []
+  if not reused or _stride(out_idx, reused[0], rngs) != 1: return []
   # then an axis the first one's vector loads do not depend on, so each vector load is shared by the second axis' copies
   vector_loads = [d for ld, d in zip(loads, deps) if _stride(ld.src[1], reused[0], rngs) == 1]
   reused[1:] = sorted(reused[1:], key=lambda r: any(r in d for d in vector_loads))

@@ -14,6 +14,7 @@ INTB = INT + (dtypes.bool,)
 x, y = UPat.var("x", INT), UPat.var("y", INT)
 c1, c2 = UPat.cvar("c1", INT), UPat.cvar("c2", INT)
 anyx = UPat.var("x")
+ix, ic1, ic2, ik = UPat.var("x", dtypes.index), UPat.cvar("c1", dtypes.index), UPat.cvar("c2", dtypes.index), UPat.cvar("k", dtypes.index)
 
 def fold(op: Ops, c1: UOp, c2: UOp) -> UOp:
   """The constant that `op` on two constants makes, in their dtype."""
@@ -172,6 +173,7 @@ pm_div_mod = PatternMatcher([
   ((x * c1 + y).named("n") // c2, lambda x, y, c1, c2, n: x // (c2.arg[0] // c1.arg[0]) if _fits(n, y, c1, c2) else None),  # (80i+j)//5120 -> i//64
   ((x * c1 + y).named("n") % c2, lambda x, y, c1, c2, n: (x % (c2.arg[0] // c1.arg[0])) * c1 + y if _fits(n, y, c1, c2) else None),  # -> (i%64)*80+j
   ((x // c1) * c2 + (x % c1) * UPat.cvar("c3", INT), _unsplit),                                                  # (i//64)*5120 + (i%64)*80 -> i*80
+  ((ix // ic1) * ic1 + ix % ic1, lambda x, c1: x if c1.arg[0] > 0 else None),                                     # (x//c)*c + x%c -> x
 ])
 
 def _is_bit(y: UOp) -> bool: return y.vmin >= 0 and y.vmax <= 1
@@ -192,14 +194,12 @@ def _digit_merge(x: UOp, c1: UOp, c2: UOp, k: UOp) -> UOp | None:
 # binary digits put back together: arange counts in binary (Tensor._iota, a broadcast sum of padded constants 0 or 2**k),
 # which rangeify lowers to one where((i // 2**k) % 2 >= 1, 2**k, 0) per digit; summed, they are i itself again (a causal
 # mask's cols - rows is then j - i: 35 integer ops an element fewer)
-ix, ic1, ic2, ik = UPat.var("x", dtypes.index), UPat.cvar("c1", dtypes.index), UPat.cvar("c2", dtypes.index), UPat.cvar("k", dtypes.index)
 idx_a, idx_b = UPat.var("a", dtypes.index), UPat.var("b", dtypes.index)
 pm_binary_digits = PatternMatcher([
   ((y < 1).ne(True).where(UPat.cvar("c", INT), 0), _bit_times),                                                    # where(y>=1, c, 0) -> y*c
   (UPat(Ops.CAST, INT, (idx_a,), name="ca") + UPat(Ops.CAST, INT, (idx_b,), name="cb"),
    lambda a, b, ca, cb: _cast_sum(a, b, ca.dtype) if ca.dtype == cb.dtype else None),                              # cast(a)+cast(b) -> cast(a+b)
   ((ix // ic2) * ic2 + ((ix // ic1) % ik) * ic1, _digit_merge),                                                  # (x//2c)*2c + (x//c%2)*c -> (x//c)*c
-  ((ix // ic1) * ic1 + ix % ic1, lambda x, c1: x if c1.arg[0] > 0 else None),                                     # (x//c)*c + x%c -> x
 ])
 
 sym = pm_fold_consts + pm_identities + pm_decide_by_range + pm_collect_terms + pm_div_mod + pm_binary_digits
