@@ -563,6 +563,8 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Los
       if 0 < abs(v) <= 4: return base._int_pow(int(v)) if v > 0 else base.reciprocal()._int_pow(int(-v))
     if self.dtype == dtypes.bool and (y.dtype == dtypes.bool if isinstance(y, Tensor) else reverse and isinstance(_scalar(y), bool)):
       raise RuntimeError("pow of a bool base to a bool tensor exponent is not supported (as PyTorch)")
+    # a tensor exponent gets PyTorch's nan slope at a negative base (below); a scalar base >= 0 (2 ** x) has none
+    nan_slope_at_negative_base = isinstance(y, Tensor) or (reverse and not (_scalar(y) is not None and _scalar(y) >= 0))
     x, y = base._broadcasted(y, reverse)
     a, b = x._float(), y._float()
     if a.dtype == dtypes.float16: a, b = a.float(), b.float()  # POW's float16 decomposition is float32's anyway
@@ -575,6 +577,12 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Los
     # rule (gradient._pow) gives PyTorch's slopes: nan for the nan of a negative base's non-integral power, and at
     # x ** 0 = 1 ** y = 1, which POW itself gives (C99's values), d/dy 0.7 ** y = ln 0.7 and d/dy inf ** y = inf at y = 0
     out = p * (negative & odd).where(-1.0, ((a < 0) & (a > -math.inf) & integral.logical_not()).where(math.nan, 1.0))
+    if nan_slope_at_negative_base:
+      # PyTorch's slope in b, a ** b ln a, is nan for a < 0, where POW's (of |a|) is finite. 1 - POW(c, b - detach(b)) is
+      # +0 (C99: x ** 0 = 1 ** y = 1; b - detach(b) is 0, nan at b = +-inf), subtracted so -0.0 stays, with slope -ln(c) in
+      # b: nan for c = nan, 0 for 1 (at b = +-inf c is 1, so the value stays inf or 0 and the slope POW's)
+      c = ((a < 0) & (b.abs() < math.inf)).where(math.nan, 1.0).cast(b.dtype)
+      out = out - (1.0 - c._new(UOp(Ops.POW, (c.uop, (b - b.detach()).uop))))
     if dtypes.is_float(x.dtype): return out.cast(x.dtype)
     return (out.abs() < 1).where(out.trunc(), out.round()).cast(x.dtype)  # |result| < 1 only for negative exponents: 0, as PyTorch
 
