@@ -175,6 +175,8 @@ def test_cat():
   with pytest.raises(RuntimeError, match="zero-dimensional"): Tensor(1).cat(Tensor(2))
   with pytest.raises(RuntimeError, match="different devices"): Tensor([1]).cat(Tensor([2], device="PYTHON:1"))
   with pytest.raises(ValueError, match="at least one"): Tensor.cat([])
+  # a sequence and more tensors beside it is ambiguous: an error, not a guess (it used to be read as one list)
+  with pytest.raises(ValueError, match="one sequence or as separate arguments"): Tensor.cat([Tensor(a), Tensor(a)], Tensor(a))
 
 def test_stack():
   a, b = N[0], N[1]
@@ -183,6 +185,7 @@ def test_stack():
   check(Tensor.stack([Tensor(a), Tensor(b)], dim=-1), np.stack([a, b], -1))
   check(Tensor(1).stack(Tensor(2), Tensor(3)), np.array([1, 2, 3], np.int32))
   with pytest.raises(RuntimeError, match="same shape"): Tensor(a).stack(Tensor(a[:1]))
+  with pytest.raises(ValueError, match="not both"): Tensor.stack((Tensor([1, 2]), Tensor([3, 4])), Tensor([5, 6]))
   with pytest.raises(IndexError, match="out of range"): Tensor(a).stack(Tensor(b), dim=3)
 
 

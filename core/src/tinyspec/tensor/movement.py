@@ -23,6 +23,17 @@ if TYPE_CHECKING:
 _INT = (int, np.integer)
 
 
+
+def _joined_tensors(op: str, first, others: tuple) -> list:
+  """cat's and stack's operands: a.cat(b, c), a.cat([b, c]) or Tensor.cat([a, b, c]); a sequence and more tensors beside it
+  (Tensor.cat([a, b], c)) is ambiguous, and so an error rather than a guess."""
+  if isinstance(first, (list, tuple)):
+    if others: raise ValueError(f"{op}: pass the tensors as one sequence or as separate arguments, not both (got a sequence and {len(others)} more)")
+    ts = list(first)
+  else: ts = [first, *others[0]] if len(others) == 1 and isinstance(others[0], (list, tuple)) else [first, *others]
+  if not ts: raise ValueError(f"{op}: needs at least one tensor")
+  return ts
+
 class ShapeError(RuntimeError, ValueError):
   """A shape that cannot be: a negative size, a reshape to another number of elements, too few repeats. PyTorch raises a
   RuntimeError there, tinygrad (and Python, for a bad argument) a ValueError; this is both, so code written for either
@@ -342,9 +353,7 @@ class MovementMixin:
   def cat(self: Tensor | Sequence[Tensor], *others: Tensor, dim: int = 0) -> Tensor:
     """Tensors joined along an existing axis: a.cat(b, c, dim=0) or Tensor.cat([a, b, c], dim=0). Each is padded out to the
     full size with zeros and the pieces are added (OR for bool): one lazy elementwise graph. Dtypes promote."""
-    ts = [*self, *others] if isinstance(self, (list, tuple)) else [self, *others]
-    if len(ts) == 2 and isinstance(ts[1], (list, tuple)): ts = [ts[0], *ts[1]]
-    if not ts: raise ValueError("cat: needs at least one tensor")
+    ts = _joined_tensors("cat", self, others)
     first = ts[0]
     if first.ndim == 0 or any(t.ndim == 0 for t in ts): raise ZeroDimError("cat: zero-dimensional tensors cannot be concatenated; use stack")
     d = resolve_dim(dim, first.ndim)
@@ -359,9 +368,7 @@ class MovementMixin:
     return out
   def stack(self: Tensor | Sequence[Tensor], *others: Tensor, dim: int = 0) -> Tensor:
     """Tensors of one shape joined along a new axis `dim`: each unsqueezed, then cat."""
-    ts = [*self, *others] if isinstance(self, (list, tuple)) else [self, *others]
-    if len(ts) == 2 and isinstance(ts[1], (list, tuple)): ts = [ts[0], *ts[1]]
-    if not ts: raise ValueError("stack: needs at least one tensor")
+    ts = _joined_tensors("stack", self, others)
     if any(t.shape != ts[0].shape for t in ts): raise RuntimeError(f"stack: every tensor needs the same shape, got {[t.shape for t in ts]}")
     d = resolve_dim(dim, ts[0].ndim + 1)
     return type(ts[0]).cat(*(t.unsqueeze(d) for t in ts), dim=d)
