@@ -128,6 +128,24 @@ def test_scaled_dot_product_attention(kind):
                   "scale": ({"scale": 0.3}, {"scale": 0.3})}[kind]
   check(lambda q, k, v: q.scaled_dot_product_attention(k, v, **ours), lambda q, k, v: F.scaled_dot_product_attention(q, k, v, **theirs), Q, K, V)
 
+def test_attention_masks_an_inf_score():
+  """A key at +inf, masked for rows 0-2 by causality, does not matter to them: their values and the gradients of k and v
+  are PyTorch's with that key at 0. (q's gradient is dS @ k, 0 * inf in that key's component. PyTorch's math backend
+  adds -inf to the inf score and gives nan; its CPU kernel gives nan in some rows and not others.) Row 3 sees the key
+  with q's first component < 0, a score of -inf, and is PyTorch's too."""
+  k, k_finite = K[:, :, :4].copy(), K[:, :, :4].copy()
+  k[0, 0, 3, 0], k_finite[0, 0, 3, 0] = np.inf, 0.0
+  ours, theirs = leaves(Q, k, V[:, :, :4]), leaves(Q, k_finite, V[:, :, :4])
+  out = ours[0][0].scaled_dot_product_attention(ours[1][0], ours[2][0], is_causal=True)
+  ref = F.scaled_dot_product_attention(*(t for _, t in theirs), is_causal=True)
+  loss = out[..., :3, :].sum()  # built before out is read: reading realizes it
+  seen = F.scaled_dot_product_attention(*(torch.tensor(a) for a in (Q, k, V[:, :, :4])), is_causal=True)
+  assert Q[0, 0, 3, 0] < 0 and np.isfinite(out.numpy()[0, 0, 3]).all()
+  np.testing.assert_allclose(out.numpy()[..., 3, :], seen.numpy()[..., 3, :], rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(out.numpy()[..., :3, :], ref.detach().numpy()[..., :3, :], rtol=1e-5, atol=1e-6)
+  loss.backward(); ref[..., :3, :].sum().backward()
+  for (x, _), (_, tx) in zip(ours[1:], theirs[1:]): np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-5)
+
 def test_dropout_only_in_training():
   x = Tensor.ones(4000)
   assert x.dropout(0.3) is x
