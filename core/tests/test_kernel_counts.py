@@ -1,4 +1,6 @@
 """The kernel split as users meet it: how many kernels common Tensor expressions become, and that the numbers are right."""
+import math
+
 import numpy as np
 from tinyspec import Tensor
 from tinyspec.engine import realize as R
@@ -48,6 +50,18 @@ def test_matmul_is_one_kernel():
   n, out = kernels_run(a @ b)
   assert n == 1
   np.testing.assert_allclose(out, an @ bn, rtol=1e-5, atol=1e-5)
+
+def test_a_matmul_under_a_long_epilogue_is_its_own_kernel():
+  """Past LONG_EPILOGUE elementwise ops after it (a gelu), a CPU matmul is realized and the ops run as a loop of their own;
+  a bias and a relu stay in the matmul's kernel."""
+  (an, bn, cn), (a, b, c) = inputs((6, 5), (5, 7), (7,))
+  n, out = kernels_run((a @ b + c).relu())
+  assert n == 1
+  np.testing.assert_allclose(out, np.maximum(an @ bn + cn, 0), rtol=1e-5, atol=1e-5)
+  n, out = kernels_run((a @ b).gelu())
+  assert n == 2
+  erf = np.vectorize(math.erf)
+  np.testing.assert_allclose(out, 0.5 * (an @ bn) * (1 + erf((an @ bn) / math.sqrt(2))), rtol=1e-5, atol=1e-5)
 
 def test_a_large_padded_conv2d_pads_its_input_once_first():
   """Past PAD_REALIZE_MIN padded elements the padded input is a kernel of its own, so the conv reads it ungated."""
