@@ -60,6 +60,13 @@ def test_split_opts_keep_matmul_exact(opts, upcasting, monkeypatch):
   monkeypatch.setattr("tinyspec.engine.kernels.optimize", lambda k, r: apply_opts(k, opts))
   np.testing.assert_allclose((a @ b).numpy(), an @ bn, rtol=1e-5, atol=1e-5)
 
+def test_linear_weight_gradient_is_one_long_sum():
+  """nn.Linear on (batch, time, features) multiplies (batch * time, features) rows, as PyTorch: the weight's gradient sums
+  over all 32 rows in one reduction, not over 4 then 8 (a short inner loop, restarted per batch row)."""
+  x, w = Tensor.empty(4, 8, 16, device="PYTHON"), Tensor.empty(32, 16, device="PYTHON")
+  g = x.linear(w).square().sum().gradient(w)[0]
+  assert [size for size, kind in types(kernel_of(g)) if kind is AxisType.REDUCE] == [32]
+
 def test_hand_coded_tiles_a_matmul():
   *_, a, b = mats(64, 48, 128)
   # j (contiguous in the output and in b) by two of the widest vectors (a plain sum of products), then i, over which b's

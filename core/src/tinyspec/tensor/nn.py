@@ -97,6 +97,10 @@ class NNMixin:
     kx, kw = x.shape[-1], w.shape[-2 if w.ndim > 1 else -1]
     if kx != kw: raise RuntimeError(f"matmul: shapes {x.shape} and {w.shape} cannot be multiplied ({kx} != {kw} in the shared dimension)")
     if w.ndim == 1: return _sum_keep_dtype(x * w, (x.ndim - 1,)).reshape(x.shape[:-1])
+    if w.ndim == 2 and x.ndim > 2 and all(isinstance(s, int) for s in x.shape):
+      # batch axes against one matrix (nn.Linear on (batch, time, features)) as one (rows, k) @ (k, m), as PyTorch does: w's
+      # gradient is then one sum over all rows, a single long reduction, not one over each batch axis in turn
+      return x.reshape(math.prod(x.shape[:-1]), kx).matmul(w).reshape(*x.shape[:-1], w.shape[-1])
     xb = x.shape[:-2] if x.ndim > 1 else ()
     try: batch = broadcast_shape(xb, w.shape[:-2])
     except RuntimeError: raise RuntimeError(f"matmul: the batch dimensions of shapes {x.shape} and {w.shape} do not broadcast") from None
