@@ -90,6 +90,15 @@ def test_hand_coded_leaves_elementwise_and_tiny_kernels_alone():
   assert hand_coded(kernel_of(a.sum()), SIMD16()) == []  # no output axis to reuse a load over
   assert hand_coded(kernel_of(a @ a), Renderer.__new__(type("Scalar", (Renderer,), {"max_upcast": 1}))) == []
 
+def test_hand_coded_vectorizes_a_column_sum_along_its_columns(upcasting):
+  # a sum down the columns steps through memory, so its loop cannot be vectorized: the columns, contiguous in the loads
+  # and the store, are copied by a vector instead. A row sum reads along memory: the device compiler's loop it stays
+  an = rng.standard_normal((64, 48), dtype=np.float32)
+  a = Tensor(an, device="PYTHON")
+  assert hand_coded(kernel_of(a.sum(0)), SIMD16()) == [Opt(OptOps.SPLIT, 0, (16, U, False))]
+  assert hand_coded(kernel_of(a.sum(1)), SIMD16()) == []
+  np.testing.assert_allclose(a.sum(0).numpy(), an.sum(0), rtol=1e-5, atol=1e-5)
+
 def test_hand_coded_leaves_a_row_reduction_read_by_every_column_to_loops():
   # softmax's backward, p * (d - sum(d * p)) per row: the row sum runs once per row whatever the columns do, so copying
   # columns reuses no load; left a loop, the device compiler vectorizes it (attention's dS 1.2 -> 0.4 ms on a CPU)

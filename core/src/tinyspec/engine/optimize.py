@@ -255,6 +255,22 @@ def register_tile(kernel: UOp, first: int, budget: int) -> list[Opt]:
   plan.sort(key=lambda p: -rngs.index(p[0]))
   return [Opt(OptOps.SPLIT, rngs.index(r), (f, AxisType.UPCAST, False)) for r, f in plan]
 
+def column_vectors(kernel: UOp, width: int) -> list[Opt]:
+  """An UPCAST, by `width`, of the output axis that the store and every load run along contiguously (or not at all), for
+  a reduction that steps through memory: a column sum, a bias's gradient. Its copies' loads and adds are then vectors,
+  where the loop over the strided reduction stays scalar ((1024, 256).sum(0): 0.16 -> 0.02 ms on a CPU). A reduction
+  that reads along memory is left alone: the device compiler vectorizes its loop (a row sum)."""
+  rngs, nodes = axes(kernel), kernel.toposort()
+  stores = [u.src[0] for u in nodes if u.op is Ops.STORE and u.src[0].op is Ops.INDEX]
+  loads = [u.src[0] for u in nodes if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX]
+  red = [r for r in rngs if r.axis_type is AxisType.REDUCE]
+  if len(stores) != 1 or not loads or not red or any(_stride(ld.src[1], red[-1], rngs) == 1 for ld in loads): return []
+  for r in reversed(rngs):
+    if r.axis_type not in (AxisType.LOOP, AxisType.GLOBAL) or _stride(stores[0].src[1], r, rngs) != 1: continue
+    if all(_stride(ld.src[1], r, rngs) in (0, 1) for ld in loads) and (f := _factor(r.size or 1, width)) > 1:
+      return [Opt(OptOps.SPLIT, rngs.index(r), (f, AxisType.UPCAST, False))]
+  return []
+
 SHORT_REDUCE, UNROLL_MAX = 4, 16  # a reduce axis this short is unrolled, innermost first, up to this many copies in all
 
 def unroll_short_reductions(kernel: UOp) -> list[Opt]:
@@ -286,7 +302,8 @@ def plain_products(kernel: UOp) -> bool:
 
 def hand_coded(kernel: UOp, renderer: Renderer) -> list[Opt]:
   """Opts chosen without search for a CPU-like device: a THREAD split over its cores (`thread_split`), a register tile
-  (`register_tile`), then the short innermost reductions unrolled. Elementwise kernels are left to the device compiler.
+  (`register_tile`) or else vectors along a strided reduction's output (`column_vectors`), then the short innermost
+  reductions unrolled. Elementwise kernels are left to the device compiler.
   A kernel of plain sums of products gets a tile two of the renderer's widest vectors wide (at least 4) with all of
   `max_upcast`: its copies are accumulators and loads only. Any other gets one vector and half the copies: each copy's
   epilogue (a gelu, a mask) needs registers too, and LLVM vectorizes wide copies of long expressions badly (a GPT step
@@ -295,7 +312,8 @@ def hand_coded(kernel: UOp, renderer: Renderer) -> list[Opt]:
   if renderer.max_upcast < 2: return opts
   plain = plain_products(kernel)
   width, budget = max(*renderer.vector_widths, 4) * (2 if plain else 1), renderer.max_upcast // (1 if plain else 2)
-  tile = register_tile(apply_opts(kernel, opts), width, budget)
+  threaded = apply_opts(kernel, opts)
+  tile = register_tile(threaded, width, budget) or column_vectors(threaded, max(renderer.vector_widths))
   return opts + tile + unroll_short_reductions(apply_opts(kernel, opts + tile)) if tile else opts
 
 # ---- GPUs: GLOBAL/LOCAL axes become SPECIAL indices, GROUP_REDUCE a reduction through LOCAL memory ----
