@@ -50,6 +50,10 @@ def test_matmul_with_a_transposed_b_reads_it_packed(packing):
   a, w = Tensor(an, device="PYTHON"), Tensor(wn, device="PYTHON")
   assert kernel_names(a @ w.T) == ["E_64_32_16", "r_64_1024_32"]
   np.testing.assert_allclose((a @ w.T).numpy(), an @ wn.T, rtol=1e-5, atol=1e-5)
+  # an odd number of whole panels (80 columns, a GPT's vocabulary head): 5 panels of 16
+  a80, w80 = Tensor(an, device="PYTHON"), Tensor(wn[:80], device="PYTHON")
+  assert kernel_names(a80 @ w80.T)[0] == "E_5_32_16"
+  np.testing.assert_allclose((a80 @ w80.T).numpy(), an @ wn[:80].T, rtol=1e-5, atol=1e-5)
 
 def test_a_later_buffer_may_reuse_the_packed_copys_memory(packing):
   # the packed copy is the schedule's last buffer but dies after its matmul; an intermediate made later, of the same size,
@@ -61,7 +65,7 @@ def test_a_later_buffer_may_reuse_the_packed_copys_memory(packing):
 
 @pytest.mark.parametrize("name, make", [
   ("a narrow B", lambda: (rng.standard_normal((64, 32)), rng.standard_normal((32, 512)))),   # k steps 512 elements: no gain
-  ("a transposed B, narrow", lambda: (rng.standard_normal((64, 32)), rng.standard_normal((16, 32)).T)),  # fewer columns than 2 panels
+  ("a transposed B, ragged", lambda: (rng.standard_normal((64, 32)), rng.standard_normal((24, 32)).T)),  # columns not whole panels
   ("few rows to reuse B", lambda: (rng.standard_normal((8, 32)), rng.standard_normal((32, 1024)))),
 ])
 def test_operands_not_worth_packing_are_left_alone(packing, name, make):

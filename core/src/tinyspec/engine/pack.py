@@ -11,7 +11,7 @@ output's contiguous axis j, across w's rows, and gather element by element (1024
 for the plain layout). The same panels make them contiguous.
 
 An operand is packed when the kernel reduces, stores one output, and reads the operand (ungated) at an index that is
-exactly affine in its ranges, along an output axis j of a multiple of 2W, with no dependence on another output axis of
+exactly affine in its ranges, along an output axis j of a multiple of W, with no dependence on another output axis of
 at least PACK_MIN_REUSE (so the copy is read that many times over), and either stride 1 along j and a stride of at least
 PACK_MIN_STRIDE along a reduce axis (a wide B), or stride 1 along a reduce axis with j the output's contiguous axis (a
 transposed B). The copy may not be larger than the operand (no duplication, as a convolution's windows would give).
@@ -62,7 +62,7 @@ def _packable(kernel: UOp, width: int) -> tuple[UOp, int, dict[UOp, int], UOp] |
       if max(reduce_strides) < PACK_MIN_STRIDE: continue
     elif 1 in reduce_strides and out_contiguous in strides: j = out_contiguous
     else: continue
-    if j.size % (2 * width): continue
+    if j.size % width: continue
     if math.prod(r.size for r in strides) > ld.src[0].src[0].shape[0]: continue  # the copy would duplicate elements
     return ld, offset, strides, j
   return None
