@@ -235,6 +235,21 @@ def test_front_end_exp(native, dt, npdt):
   x = param(dt)
   assert ulps(run(lowered(T.exp(x), native), {x: xs}), reference(np.exp, xs, npdt)).max() <= 2
 
+@pytest.mark.parametrize("dt", [dtypes.float32, dtypes.float64])
+def test_exp_reduces_its_argument_once(dt):
+  # the front end's exp reduces x itself, so isel's EXP2 of that argument is the series alone: no second TRUNC, fewer
+  # operations (float32: 51 against 64); an EXP2 of anything else keeps its own reduction
+  x = param(dt)
+  def count(root: UOp, op) -> int: return sum(u.op in op for u in root.toposort())
+  exp, plain = lowered(T.exp(x)), lowered(UOp(Ops.EXP2, (x,)))
+  assert count(exp, {Ops.TRUNC}) == 1 and count(plain, {Ops.TRUNC}) == 1
+  twice = count(lowered(T.exp(x), frozenset({Ops.EXP2})), GroupOp.ALU) - 1 + count(plain, GroupOp.ALU)  # a general EXP2 in place of EXP2
+  assert count(exp, GroupOp.ALU) < twice
+
+def test_front_end_exp_is_exact_at_zero():
+  x = param(dtypes.float32)
+  assert run(lowered(T.exp(x)), {x: np.float32([0.0, -0.0])}).tolist() == [1.0, 1.0]
+
 def test_sqrt_in_ulps():
   # EXP2(LOG2(a) / 2) and a Newton step: within an ulp over all positive floats; sqrt(-0.0) = -0.0
   for dt, npdt in ((dtypes.float32, np.float32), (dtypes.float64, np.float64)):
