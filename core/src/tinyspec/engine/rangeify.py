@@ -110,17 +110,18 @@ def _kernel_reduces(v: UOp, realized: set[UOp]) -> set[UOp]:
       if s not in seen and s not in realized: seen.add(s); todo.append(s)
   return out
 
-def output_groups(body: UOp, gpu: bool) -> dict[UOp, UOp]:
-  """The function's outputs computed together, in one kernel: {output: its group's first output}. Outputs group when they
-  have one shape and device, share a reduction that their own kernels would each compute (mean and var of one input: its
-  sum is then computed once, for both), and nothing else in the function reads them (so no kernel has to run between
-  them). Reductions realized apart (attention's row sums, under its dq, dk and dv) group nothing: each output's own
-  contraction then gets a register tile of its own (dq, dk, dv in one kernel: 1.1 ms; apart: 3 x 0.07)."""
+def output_groups(body: UOp) -> dict[UOp, UOp]:
+  """The function's outputs computed together, in one kernel of a CPU-like device: {output: its group's first output}.
+  Outputs group when they have one shape and device, share a reduction that their own kernels would each compute (mean
+  and var of one input: its sum is then computed once, for both), and nothing else in the function reads them (so no
+  kernel has to run between them). Reductions realized apart (attention's row sums, under its dq, dk and dv) group
+  nothing: each output's own contraction then gets a register tile of its own (dq, dk, dv in one kernel: 1.1 ms; apart:
+  3 x 0.07)."""
   nodes = body.toposort()
   read = {s for u in nodes if u is not body for s in u.src}
   free = [v for v in dict.fromkeys(body.src) if v not in read and v.op not in (Ops.PARAM, Ops.AFTER, Ops.COPY, Ops.STORE)]
   if len(free) < 2: return {}
-  together = find_realized(body, gpu, dict.fromkeys(free, free[0]))  # what gets a buffer even with every output in one kernel
+  together = find_realized(body, False, dict.fromkeys(free, free[0]))  # what gets a buffer even with every output in one kernel
   reduces = {v: _kernel_reduces(v, together) for v in free}
   groups: dict[UOp, UOp] = {}
   for i, v in enumerate(free):
@@ -494,7 +495,7 @@ def rangeify(fn: UOp, gpu: bool = False, threads: int = 1) -> Schedule:
   for u in body.toposort():
     if u.op is Ops.PARAM and isinstance(u.arg[0], int): buffer_of[u] = u.arg[0]
     if u.op is Ops.AFTER: has_assign = True
-  groups = {} if gpu or has_assign else output_groups(body, gpu)  # with an assign, a STORE may have to run between two outputs
+  groups = {} if gpu or has_assign else output_groups(body)  # with an assign, a STORE may have to run between two outputs
   realized = find_realized(body, gpu, groups)
   if has_assign:
     if (fixed := _copy_moved_self_reads(body, realized)) is not body: body, realized = fixed, find_realized(fixed, gpu)

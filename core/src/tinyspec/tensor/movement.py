@@ -23,7 +23,6 @@ if TYPE_CHECKING:
 _INT = (int, np.integer)
 
 
-
 def _joined_tensors(op: str, first, others: tuple) -> list:
   """cat's and stack's operands: a.cat(b, c), a.cat([b, c]) or Tensor.cat([a, b, c]); a sequence and more tensors beside it
   (Tensor.cat([a, b], c)) is ambiguous, and so an error rather than a guess."""
@@ -33,6 +32,7 @@ def _joined_tensors(op: str, first, others: tuple) -> list:
   else: ts = [first, *others[0]] if len(others) == 1 and isinstance(others[0], (list, tuple)) else [first, *others]
   if not ts: raise ValueError(f"{op}: needs at least one tensor")
   return ts
+
 
 class ShapeError(RuntimeError, ValueError):
   """A shape that cannot be: a negative size, a reshape to another number of elements, too few repeats. PyTorch raises a
