@@ -79,9 +79,9 @@ def test_points(case):
   _compare(case[1], case[2], *case[3:])
 
 def test_negative_base_integral_power():
-  """Values and both slopes are PyTorch's: d/db of a^b is a^b ln a, nan for a negative base even where a^b itself is a
-  number (an integral b), because b does not vary over the integers only; a scalar base < 0 too. At b = +-inf the
-  value stays (-2) ** inf = inf and the slope is POW's (PyTorch's is nan there)."""
+  """Values and both slopes are PyTorch's, for a tensor base and for a scalar one: d/db of a^b is a^b ln a, nan for a
+  negative base even where a^b is a number (an integral b). Not checked here, and not PyTorch's: at b = +-inf the slope
+  in b is POW's, inf or 0, where PyTorch's is nan."""
   a, b = np.array([-2.0, -2.0, -0.5, -INF, 3.0, 0.0], np.float32), np.array([2.0, 3.0, -1.0, 0.0, 2.5, 2.0], np.float32)
   _compare(lambda x, y: x ** y, lambda x, y: x ** y, a, b)
   _compare(lambda y: (-2.0) ** y, lambda y: (-2.0) ** y, b)
