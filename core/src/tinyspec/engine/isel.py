@@ -48,8 +48,13 @@ pm_decompose = PatternMatcher([
   (UPat(Ops.MULACC, src=(a, b, c)), lambda a, b, c: a * b + c),                                      # mulacc(a, b, c) -> a * b + c
 ])
 
+# exp's reduced argument, ((x + n * -hi) + n * -lo) * (1 / ln 2) (transcendental.exp), in [0, 1) but for rounding
+_n = UPat.var("n")
+EXP_REDUCED = (((UPat.var("x") + _n * UPat.cvar("hi")) + _n * UPat.cvar("lo")) * UPat.cvar("k")).named("f")
+
 # range reduction and a power series (see transcendental.py); float32 and float64, after pm_widen_half took the 16-bit floats
 pm_transcendental = PatternMatcher([
+  (UPat(Ops.EXP2, FLOAT, (EXP_REDUCED,)), lambda f, hi, lo, k, x, n: T.exp2_of_reduced(f, hi, lo, k)),  # exp's 2**f -> poly(f) alone
   (UPat(Ops.EXP2, FLOAT, (a,)), lambda a: T.exp2(a)),                                                # 2**a -> 2**n * poly(r)
   (UPat(Ops.LOG2, FLOAT, (a,)), lambda a: T.log2(a)),                                                # log2(a) -> e + s * poly(s*s)
   (UPat(Ops.SIN, FLOAT, (a,)), lambda a: T.sin(a)),                                                  # sin(a) -> ±sin/cos poly(r)

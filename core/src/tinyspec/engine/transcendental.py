@@ -67,17 +67,8 @@ def _exp2_split(n: UOp, f: UOp) -> UOp:
   half = ni >> 1
   return p * _pow2(half, dt) * _pow2(ni - half, dt)
 
-UNIT_MARGIN = 1 / 16  # how far past [0, 1] the series for exp's reduced argument reaches: more than its rounding moves it
-
 def exp2(x: UOp) -> UOp:
-  """2**x as 2**n * 2**r with n = round(x) and |r| <= 1/2. The front end's exp reduces its argument itself (`_exp_reduced`):
-  that one is in [0, 1) but for rounding, so within UNIT_MARGIN of [0, 1] it takes the series alone, exact at 0 (float32
-  exp: 51 operations instead of 64). It leaves that range only where e**x over- or underflows, and this EXP2 is read only
-  as a factor of e**x (its value, and its slope's), so there it is inf or 0, e**x's own values."""
-  if _exp_reduced(x):
-    below, above = x < -UNIT_MARGIN, x > 1 + UNIT_MARGIN
-    series = poly(above.where(1 + UNIT_MARGIN, below.where(-UNIT_MARGIN, x)), _exp2_coeffs(x.dtype, 1 + UNIT_MARGIN))
-    return above.where(math.inf, below.where(0.0, series))
+  """2**x as 2**n * 2**r with n = round(x) and |r| <= 1/2."""
   lim = _exp2_lim(x.dtype)
   xc = (x < -lim).where(-lim, (x > lim).where(lim, x))  # nan compares false and stays
   n = _round(xc)
@@ -337,15 +328,20 @@ def _ln2_parts(dt: DType) -> tuple[float, float]:
   hi = _round_bits(math.log(2), FORMATS[dt][1] + 1 - _exp2_lim(dt).bit_length())
   return hi, float(_LN2_EXACT - decimal.Decimal(hi))
 
-def _exp_reduced(f: UOp) -> bool:
-  """Whether f is `exp`'s reduced argument ((x + n * -hi) + n * -lo) * (1 / ln 2), read from the graph's shape, as isel
-  meets it (after autodiff, so the clamp exp2 adds there changes no gradient)."""
-  if f.dtype not in FORMATS or f.op is not Ops.MUL or (k := f.src[1]).op is not Ops.CONST or (s := f.src[0]).op is not Ops.ADD: return False
-  if (a := s.src[0]).op is not Ops.ADD or (nlo := s.src[1]).op is not Ops.MUL or (nhi := a.src[1]).op is not Ops.MUL: return False
-  if nlo.src[0] is not nhi.src[0] or nlo.src[1].op is not Ops.CONST or nhi.src[1].op is not Ops.CONST: return False
-  hi, lo = _ln2_parts(f.dtype)
-  want = (_c(-hi, f.dtype), _c(-lo, f.dtype), _c(1 / math.log(2), f.dtype))
-  return (nhi.src[1].arg[0], nlo.src[1].arg[0], k.arg[0]) == tuple(c.arg[0] for c in want)
+UNIT_MARGIN = 1 / 16  # how far past [0, 1] the series for exp's reduced argument reaches: more than its rounding moves it
+
+def exp2_of_reduced(f: UOp, hi: UOp, lo: UOp, k: UOp) -> UOp | None:
+  """2**f for `exp`'s reduced argument f = ((x + n * hi) + n * lo) * k (isel's rule matches the shape; the constants, -hi,
+  -lo and 1 / ln 2, are checked here: None for any other f of that shape). Such an f is in [0, 1) but for rounding, so
+  within UNIT_MARGIN of [0, 1] the series alone gives 2**f, with no second reduction, exact at 0 (float32 exp: 51
+  operations instead of 64). It leaves that range only where e**x over- or underflows, and this EXP2 is read only as a
+  factor of e**x (its value, and its slope's: isel runs after autodiff), so there it is inf or 0, e**x's own values."""
+  if f.dtype not in FORMATS: return None
+  ln2_hi, ln2_lo = _ln2_parts(f.dtype)
+  if (hi.arg[0], lo.arg[0], k.arg[0]) != tuple(_c(v, f.dtype).arg[0] for v in (-ln2_hi, -ln2_lo, 1 / math.log(2))): return None
+  below, above = f < -UNIT_MARGIN, f > 1 + UNIT_MARGIN
+  series = poly(above.where(1 + UNIT_MARGIN, below.where(-UNIT_MARGIN, f)), _exp2_coeffs(f.dtype, 1 + UNIT_MARGIN))
+  return above.where(math.inf, below.where(0.0, series))
 
 def exp(x: UOp) -> UOp:
   """The front end's e**x for float32 or float64 x: 2**n * EXP2(r / ln 2) with x = n ln 2 + r, 0 <= r < ln 2, reduced
