@@ -219,6 +219,10 @@ def _factor(n: int, prefer: int) -> int:
   while f > 1 and n % f: f //= 2
   return f
 
+def _indexed(nodes: list[UOp], op: Ops) -> list[UOp]:
+  """The INDEX each STORE writes or each LOAD reads among `nodes` (the kernel's toposort), in order."""
+  return [u.src[0] for u in nodes if u.op is op and u.src[0].op is Ops.INDEX]
+
 def register_tile(kernel: UOp, first: int, budget: int) -> list[Opt]:
   """UPCAST opts for a kernel with a reduction: upcast the output axes over which some input is invariant (a matmul's rows
   and columns, a convolution's channels and pixels), so each loaded value is reused from registers by every copy instead
@@ -229,8 +233,7 @@ def register_tile(kernel: UOp, first: int, budget: int) -> list[Opt]:
   rngs = axes(kernel)
   if budget < 2 or not any(r.axis_type is AxisType.REDUCE for r in rngs): return []
   nodes = kernel.toposort()
-  stores = [u.src[0] for u in nodes if u.op is Ops.STORE and u.src[0].op is Ops.INDEX]
-  loads = [u.src[0] for u in nodes if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX]
+  stores, loads = _indexed(nodes, Ops.STORE), _indexed(nodes, Ops.LOAD)
   # outputs computed together (rangeify's output_groups) must store at one index; each reduction has its accumulators
   if not stores or len({st.src[1] for st in stores}) != 1 or not loads: return []
   budget //= max(1, sum(u.op is Ops.REDUCE for u in nodes))
@@ -261,8 +264,7 @@ def column_vectors(kernel: UOp, width: int) -> list[Opt]:
   where the loop over the strided reduction stays scalar ((1024, 256).sum(0): 0.16 -> 0.02 ms on a CPU). A reduction
   that reads along memory is left alone: the device compiler vectorizes its loop (a row sum)."""
   rngs, nodes = axes(kernel), kernel.toposort()
-  stores = [u.src[0] for u in nodes if u.op is Ops.STORE and u.src[0].op is Ops.INDEX]
-  loads = [u.src[0] for u in nodes if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX]
+  stores, loads = _indexed(nodes, Ops.STORE), _indexed(nodes, Ops.LOAD)
   red = [r for r in rngs if r.axis_type is AxisType.REDUCE]
   if len(stores) != 1 or not loads or not red or any(_stride(ld.src[1], red[-1], rngs) == 1 for ld in loads): return []
   for r in reversed(rngs):
@@ -382,7 +384,7 @@ def vector_upcast(kernel: UOp, renderer: Renderer) -> list[Opt]:
   """An UPCAST, by the renderer's float32 vector width up to GPU_VECTOR, of the output axis the kernel's store is contiguous
   along, so each lane reads and writes vectors (float4) instead of single elements."""
   width = max((w for w in renderer.vector_widths if w <= GPU_VECTOR), default=1) if dtypes.float32 in renderer.vector_dtypes else 1
-  stores = [u.src[0] for u in kernel.toposort() if u.op is Ops.STORE and u.src[0].op is Ops.INDEX]
+  stores = _indexed(kernel.toposort(), Ops.STORE)
   if width < 2 or len(stores) != 1: return []
   rngs = axes(kernel)
   for r in reversed(rngs):
