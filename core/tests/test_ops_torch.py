@@ -348,11 +348,17 @@ def test_idiv_nearest_exact_gqa_and_negative_edge_pads():
   with pytest.raises(NotImplementedError, match="circular"): Tensor(image).pad((1, -1), mode="circular")
 
 def test_uint8_images_keep_their_dtype_when_resized():
-  """nearest modes pick pixels; linear ones round, within 1 of PyTorch's fixed-point uint8 arithmetic."""
+  """nearest modes pick pixels; bilinear matches PyTorch's fixed-point uint8 arithmetic exactly, up and down, with and
+  without align_corners, by size or by scale factor (where an axis can keep its size yet move its samples)."""
   u = rng.integers(0, 256, (2, 3, 16, 16)).astype(np.uint8)
   for mode in ("nearest", "nearest-exact", "bilinear"):
     got, want = Tensor(u).interpolate(size=(5, 7), mode=mode).numpy(), F.interpolate(torch.tensor(u), size=(5, 7), mode=mode).numpy()
-    assert got.dtype == np.uint8 and np.abs(got.astype(int) - want).max() <= (0 if mode.startswith("nearest") else 1), mode
+    assert got.dtype == np.uint8 and np.array_equal(got, want), mode
+  for kw in ({"size": (37, 3)}, {"size": (16, 40)}, {"scale_factor": (1.2, 0.45)}, {"scale_factor": 2.5}):
+    for align in (False, True):
+      got = Tensor(u).interpolate(mode="bilinear", align_corners=align, **kw).numpy()
+      want = F.interpolate(torch.tensor(u), mode="bilinear", align_corners=align, **kw).numpy()
+      assert got.dtype == np.uint8 and np.array_equal(got, want), (kw, align)
 
 def test_meshgrid_einsum_of_scalars_and_dtype_errors():
   grids = Tensor(10.0).meshgrid(Tensor([1.0, 2.0, 3.0]))

@@ -83,6 +83,30 @@ def _einsum_diagonals(formula: str, spec: str, t: Tensor) -> tuple[str, Tensor]:
   return spec, t
 
 
+def _linear_taps(n: int, m: int, ratio: float, align_corners: bool | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """The two source indices of each of m outputs along an axis of n, and the weight of the second (float64)."""
+  if align_corners: src = np.arange(m) * ((n - 1) / (m - 1) if m > 1 else 0.0)
+  else: src = np.maximum((np.arange(m) + 0.5) * ratio - 0.5, 0.0)
+  i0 = np.minimum(np.floor(src).astype(np.int64), n - 1)
+  return i0, np.minimum(i0 + 1, n - 1), src - i0
+
+
+def _resize_uint8(x: Tensor, taps: list) -> Tensor:
+  """PyTorch's uint8 bilinear resize, bit for bit: axes are resized last first, each pass rounding back to uint8. A
+  pass's weights are integers scaled by 2**bits, where bits is the most that keeps twice the largest weight of the axis
+  under 2**15; the sum gets half of 2**bits added before it is shifted down. An axis that keeps its size is left as is."""
+  for a, (i0, i1, w1) in reversed(taps):
+    if len(i0) == x.shape[a]: continue
+    w0 = 1 - w1
+    largest = max(w0.max(initial=0.0), w1.max(initial=0.0))
+    bits = next((b for b in range(22) if int(0.5 + largest * (1 << (b + 1))) >= 1 << 15), 21)
+    shape, lead = (-1,) + (1,) * (x.ndim - a - 1), (slice(None),) * a
+    fixed = [type(x)(np.floor(0.5 + w * (1 << bits)).astype(np.int32).reshape(shape), device=x.device) for w in (w0, w1)]
+    total = x[lead + (i0,)].cast(dtypes.int32) * fixed[0] + x[lead + (i1,)].cast(dtypes.int32) * fixed[1]
+    x = ((total + (1 << (bits - 1))) >> bits).clip(0, 255).cast(dtypes.uint8)
+  return x
+
+
 class NNMixin:
   """Neural-network building blocks for Tensor."""
 
@@ -391,7 +415,8 @@ class NNMixin:
     """Resizes the spatial axes of an (N, C, *spatial) input as F.interpolate: mode "nearest" (source index floor(i * in /
     out)), "nearest-exact" (floor((i + 0.5) * in / out): the nearest pixel center), or "linear"/"bilinear"/"trilinear"
     (each axis in turn, from the two nearest source positions; align_corners maps the corner pixels' centers onto each
-    other). An integer input keeps its dtype: the linear modes round their result, as PyTorch does for uint8 images."""
+    other). An integer input keeps its dtype. A uint8 image is resized as PyTorch does, one axis at a time from the last,
+    each pass in fixed point (see _resize_uint8); other integers are interpolated in float32 and rounded."""
     nd = self.ndim - 2
     if nd < 1: raise ValueError(f"interpolate: expected an (N, C, *spatial) input, got shape {self.shape}")
     if (size is None) == (scale_factor is None): raise ValueError("interpolate: give exactly one of size and scale_factor")
@@ -405,16 +430,15 @@ class NNMixin:
       factors = (scale_factor,) * nd if isinstance(scale_factor, (int, float)) else tuple(scale_factor)
       outs, ratios = tuple(int(math.floor(n * f)) for n, f in zip(self.shape[2:], factors)), tuple(1 / f for f in factors)
     if len(outs) != nd or len(ratios) != nd: raise ValueError(f"interpolate: {len(outs)} output sizes for {nd} spatial axes")
-    x = self if dtypes.is_float(self.dtype) or nearest else self.float()
-    for a, (n, m, ratio) in enumerate(zip(self.shape[2:], outs, ratios), start=2):
-      lead = (slice(None),) * a
-      if nearest:
-        x = x[lead + (np.minimum(np.floor((np.arange(m) + (mode == "nearest-exact") * 0.5) * ratio).astype(np.int64), n - 1),)]
-        continue
-      if align_corners: src = np.arange(m) * ((n - 1) / (m - 1) if m > 1 else 0.0)
-      else: src = np.maximum((np.arange(m) + 0.5) * ratio - 0.5, 0.0)
-      i0 = np.minimum(np.floor(src).astype(np.int64), n - 1)
-      i1, w = np.minimum(i0 + 1, n - 1), (src - i0).astype(np.float32).reshape((m,) + (1,) * (self.ndim - a - 1))
-      x = x[lead + (i0,)] * (1 - type(self)(w, device=self.device)) + x[lead + (i1,)] * type(self)(w, device=self.device)
+    if nearest:
+      x = self
+      for a, (n, m, ratio) in enumerate(zip(self.shape[2:], outs, ratios), start=2):
+        x = x[(slice(None),) * a + (np.minimum(np.floor((np.arange(m) + (mode == "nearest-exact") * 0.5) * ratio).astype(np.int64), n - 1),)]
+      return x
+    taps = [(a, _linear_taps(n, m, ratio, align_corners)) for a, (n, m, ratio) in enumerate(zip(self.shape[2:], outs, ratios), start=2)]
+    if self.dtype == dtypes.uint8: return _resize_uint8(self, taps)
+    x = self if dtypes.is_float(self.dtype) else self.float()
+    for a, (i0, i1, w) in taps:
+      lead, w = (slice(None),) * a, type(self)(w.astype(np.float32).reshape((-1,) + (1,) * (self.ndim - a - 1)), device=self.device)
+      x = x[lead + (i0,)] * (1 - w) + x[lead + (i1,)] * w
     return x if x.dtype == self.dtype else x.round().clip(self.dtype.min, self.dtype.max).cast(self.dtype)
-
