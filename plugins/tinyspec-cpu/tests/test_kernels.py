@@ -165,3 +165,29 @@ def test_long_reductions_spread_over_threads():
   got = Tensor(xi, device="CPU").sum().item(), Tensor(xi, device="CPU").max().item(), Tensor(xf, device="CPU").sum().item()
   assert got[:2] == (xi.sum(), xi.max()) and abs(got[2] - xf.astype(np.float64).sum()) < 1e-2
   assert realize.stats["kernels_run"] - before == (6 if Device["CPU"].renderer.threads > 1 else 3)
+
+def truncs_per_kernel(t: Tensor) -> dict[str, int]:
+  """The TRUNCs in each kernel realizing t on the CPU, compiled from empty caches (restored after)."""
+  from tinyspec.engine import realize as R
+  saved = (dict(R._kernels), dict(R._schedules))
+  R._kernels.clear(); R._schedules.clear()
+  try:
+    t.realize()
+    return {k.name: sum(u.op is Ops.TRUNC for u in k.linear.src) for k in R._kernels.values()}
+  finally:
+    R._kernels.clear(); R._schedules.clear(); R._kernels.update(saved[0]); R._schedules.update(saved[1])
+
+@pytest.mark.parametrize("fn", ["softmax", "sigmoid", "gelu_tanh", "silu"])
+def test_exp_in_real_kernels_reduces_once(fn, monkeypatch):
+  # exp's fast path on a CPU (no native EXP2): isel's EXP_REDUCED recognises the reduced argument by its shape, so a
+  # rewrite on the way that reordered that shape would silently cost each exp a second range reduction. Each kernel with
+  # an exp must have fewer TRUNCs than with the rule turned off (transcendental.exp2_of_reduced declining every match).
+  import tinyspec.engine.transcendental as T
+  x = Tensor(gen.standard_normal((64, 256)).astype(np.float32), device="CPU").realize()
+  build = {"softmax": lambda: x.softmax(-1), "sigmoid": lambda: x.sigmoid(), "gelu_tanh": lambda: x.gelu(approximate="tanh"),
+           "silu": lambda: x.silu()}[fn]
+  fast = truncs_per_kernel(build())
+  monkeypatch.setattr(T, "exp2_of_reduced", lambda *a: None)
+  general = truncs_per_kernel(build())
+  with_exp = [k for k in general if general[k] > 0]
+  assert with_exp and all(fast[k] < general[k] for k in with_exp), (fast, general)
