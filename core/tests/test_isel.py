@@ -283,6 +283,18 @@ def test_pow_special_values():
     got = run(lowered(UOp(Ops.POW, (a, b))), {a: base, b: expo})
     assert ulps(got, want).max() <= 1, [(x, y, g, w) for x, y, g, w in zip(base, expo, got, want) if ulps(g, w) > 1][:5]
 
+def test_pow_of_x_minus_x_is_a_select():
+  # Tensor.pow's nan-slope factor is c ** (b - detach(b)), b - b once lowered: +0 for finite b, whatever c (C99's x ** 0 =
+  # 1), nan for b = +-inf or nan, so c ** nan: 1 for c = 1, else nan. isel selects those instead of computing a POW
+  vals = [0.0, -0.0, 1.0, -1.0, 2.5, -2.5, 1e30, math.inf, -math.inf, math.nan]
+  for dt, npdt in ((dtypes.float32, np.float32), (dtypes.float64, np.float64)):
+    c, b = (v.ravel().astype(npdt) for v in np.meshgrid(vals, vals))
+    pc, pb = param(dt), param(dt, 1)
+    out = lowered(UOp(Ops.POW, (pc, pb + pb * -1)))
+    assert out.dtype == dt and sum(u.op is Ops.TRUNC for u in out.toposort()) == 0  # no POW was decomposed (no exp2 series)
+    with np.errstate(all="ignore"): want = np.power(c, b - b)
+    np.testing.assert_array_equal(run(out, {pc: c, pb: b}), want)
+
 def test_constants():
   assert T.INV_PI >> (T.INV_PI_BITS - 53) == int(math.ldexp(1 / math.pi, 53))  # the top bits of 1/pi
   assert math.fsum(T.CW_PI_PARTS) == math.pi

@@ -52,8 +52,16 @@ pm_decompose = PatternMatcher([
 _n = UPat.var("n")
 EXP_REDUCED = (((UPat.var("x") + _n * UPat.cvar("hi")) + _n * UPat.cvar("lo")) * UPat.cvar("k")).named("f")
 
+# x - x, which is +0 for a finite x and nan otherwise: Tensor.pow's exponent of its nan-slope factor, b - detach(b)
+_x = UPat.var("x")
+ZERO_OR_NAN = (_x + _x * -1).named("d")
+def _pow_of_zero_or_nan(a: UOp, d: UOp) -> UOp:
+  """a ** d for d = +0 or nan, as C99 has it: a ** 0 = 1 for every a (nan too), a ** nan = 1 for a = 1, else nan."""
+  return (d.eq(0.0) | a.eq(1.0)).where(UOp.const(1.0, a.dtype), math.nan)
+
 # range reduction and a power series (see transcendental.py); float32 and float64, after pm_widen_half took the 16-bit floats
 pm_transcendental = PatternMatcher([
+  (UPat(Ops.POW, FLOAT, (a, ZERO_OR_NAN)), lambda a, d, x: _pow_of_zero_or_nan(a, d)),  # a ** (x - x) -> 1 or nan
   (UPat(Ops.EXP2, FLOAT, (EXP_REDUCED,)), lambda f, hi, lo, k, x, n: T.exp2_of_reduced(f, hi, lo, k)),  # exp's 2**f -> poly(f) alone
   (UPat(Ops.EXP2, FLOAT, (a,)), lambda a: T.exp2(a)),                                                # 2**a -> 2**n * poly(r)
   (UPat(Ops.LOG2, FLOAT, (a,)), lambda a: T.log2(a)),                                                # log2(a) -> e + s * poly(s*s)

@@ -580,7 +580,8 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Los
     if nan_slope_at_negative_base:
       # PyTorch's slope in b, a ** b ln a, is nan for a < 0, where POW's (of |a|) is finite. 1 - POW(c, b - detach(b)) is
       # +0 (C99: x ** 0 = 1 ** y = 1; b - detach(b) is 0, nan at b = +-inf), subtracted so -0.0 stays, with slope -ln(c) in
-      # b: nan for c = nan, 0 for 1 (at b = +-inf c is 1, so the value stays inf or 0 and the slope POW's)
+      # b: nan for c = nan, 0 for 1 (at b = +-inf c is 1, so the value stays inf or 0 and the slope POW's). isel computes
+      # this POW as a select (rule ZERO_OR_NAN), so the factor costs the forward a few operations, not a second POW
       c = ((a < 0) & (b.abs() < math.inf)).where(math.nan, 1.0).cast(b.dtype)
       out = out - (1.0 - c._new(UOp(Ops.POW, (c.uop, (b - b.detach()).uop))))
     if dtypes.is_float(x.dtype): return out.cast(x.dtype)
