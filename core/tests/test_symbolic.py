@@ -188,6 +188,21 @@ def test_rows_of_a_reshape_divide_whole():
   assert simplify((x // 3) * 12 + (x % 3) * 4) is simplify(x * 4)
   assert simplify((x * 4 + y) // -8).op is Ops.IDIV and simplify((x * 4 + z) // 8).op is Ops.IDIV  # a negative divisor, a y below 0
 
+def test_rows_whose_offset_is_several_terms_divide_whole():
+  # a conv weight gradient's flattened index, r*1152 + (c*72 + i*9 + ky*3 + kx) < (r + 1) * 1152, in whatever order its
+  # terms come: divided by 64 rows of 1152 it is r // 64, and its remainder keeps the row offset
+  r, c, i = UOp.variable("r", 0, 1023), UOp.variable("c", 0, 15), UOp.variable("i", 0, 7)
+  ky, kx = UOp.variable("ky", 0, 2), UOp.variable("kx", 0, 2)
+  n = (((r * 1152 + c * 72) + i * 9) + ky * 3) + kx
+  assert simplify(n // 73728) is simplify(r // 64)
+  rem = simplify(n % 73728)  # (r % 64) * 1152 + the rest, the rest's terms in some order
+  assert [u.src[1].arg[0] for u in rem.toposort() if u.op is Ops.MOD] == [64]
+  for vals in [(0, 0, 0, 0, 0), (1023, 15, 7, 2, 2), (64, 3, 5, 1, 0), (700, 9, 1, 2, 1)]:
+    env = dict(zip((r, c, i, ky, kx), vals))
+    assert rem.eval(env) == n.eval(env) % 73728
+  assert simplify((((kx + ky * 3) + r * 1152) + c * 72) // 1152) is simplify(r)
+  assert simplify((r * 1152 + c * 72 + i * 9 + ky * 3 + kx + 1) // 73728).op is Ops.IDIV  # 1152 at the top: the rest can reach k
+
 def test_a_reshaped_batch_reads_its_rows_without_division():
   from tinyspec import Tensor
   from tinyspec.engine.callify import callify

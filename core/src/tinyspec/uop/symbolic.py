@@ -93,6 +93,28 @@ def _mod_split(num: UOp, c: UOp) -> UOp | None:
   quo, rest = _split_coefficients(num, d)
   return (_sum(rest) % c if rest else UOp.const(0, num.dtype)) if quo else None
 
+def _grouped(num: UOp, c: UOp) -> tuple[UOp, UOp, int] | None:
+  """num as x*k + y with 0 <= y < k and k dividing c > 0: the terms whose coefficients are multiples of k make x*k, the
+  rest y. The largest such k among the coefficients; None if there is none. A flattened index, (r*1152 + j) with
+  j = c*72 + i*9 + ky*3 + kx < 1152, then divides by 73728 as r // 64 though its terms come in any order."""
+  d = c.arg[0]
+  if d <= 0 or not _no_wrap(num): return None
+  terms = [_term(t) for t in sum_terms(num)]
+  for k in sorted({k for _, k in terms if k > 1 and d % k == 0}, reverse=True):
+    rest = [_times(b, kk) for b, kk in terms if kk % k]
+    if not rest or len(rest) == len(terms): continue
+    y = _sum(rest)
+    if 0 <= y.vmin and y.vmax < k: return _sum([_times(b, kk // k) for b, kk in terms if kk % k == 0]), y, k
+  return None
+
+def _div_grouped(num: UOp, c: UOp) -> UOp | None:
+  """(x*k + y) // c -> x // (c/k) for 0 <= y < k, k | c (see _grouped)."""
+  return None if (g := _grouped(num, c)) is None else g[0] // (c.arg[0] // g[2])
+
+def _mod_grouped(num: UOp, c: UOp) -> UOp | None:
+  """(x*k + y) % c -> (x % (c/k))*k + y for 0 <= y < k, k | c (see _grouped)."""
+  return None if (g := _grouped(num, c)) is None else (g[0] % (c.arg[0] // g[2])) * g[2] + g[1]
+
 def _sum(terms: list[UOp]) -> UOp:
   out = terms[0]
   for t in terms[1:]: out = out + t
@@ -169,6 +191,8 @@ pm_div_mod = PatternMatcher([
   ((x % c1) % c2, lambda x, c1, c2: x % c2 if _divides(c2, c1) else None),                                             # x%6%3 -> x%3
   (UPat(Ops.IDIV, src=(UPat(Ops.ADD, name="n"), c1)), lambda n, c1: _div_split(n, c1)),  # (q*c + r)//c -> q + r//c
   (UPat(Ops.MOD, src=(UPat(Ops.ADD, name="n"), c1)), lambda n, c1: _mod_split(n, c1)),   # (q*c + r)%c -> r%c
+  (UPat(Ops.IDIV, src=(UPat(Ops.ADD, name="n"), c1)), lambda n, c1: _div_grouped(n, c1)),  # (x*k + y)//(m*k) -> x//m, 0 <= y < k
+  (UPat(Ops.MOD, src=(UPat(Ops.ADD, name="n"), c1)), lambda n, c1: _mod_grouped(n, c1)),   # (x*k + y)%(m*k) -> (x%m)*k + y
   (x + c1 < c2, _lt_shift),                                                              # x + c1 < c2 -> x < c2 - c1
   ((x * c1 + y).named("n") // c2, lambda x, y, c1, c2, n: x // (c2.arg[0] // c1.arg[0]) if _fits(n, y, c1, c2) else None),  # (80i+j)//5120 -> i//64
   ((x * c1 + y).named("n") % c2, lambda x, y, c1, c2, n: (x % (c2.arg[0] // c1.arg[0])) * c1 + y if _fits(n, y, c1, c2) else None),  # -> (i%64)*80+j
