@@ -292,6 +292,20 @@ def test_backward_after_realize_keeps_graph():
   loss.backward()
   np.testing.assert_allclose(x.grad.numpy(), [3.0, 12.0])
 
+def test_backward_through_values_read_on_the_way():
+  # as PyTorch: reading an intermediate (y.numpy(), print) realizes it, and what is built from it afterwards still
+  # backpropagates to the leaves, through every read value in between; an assign to a read value cuts its old graph
+  x, w = Tensor([1.0, 2.0, 3.0], requires_grad=True), Tensor([0.5, -1.0, 2.0], requires_grad=True)
+  y = x * x
+  np.testing.assert_allclose(y.numpy(), [1.0, 4.0, 9.0])
+  z = y * w
+  z.numpy()
+  (z.sum() + y.sum()).backward()
+  np.testing.assert_allclose(x.grad.numpy(), 2 * np.array([1.0, 2.0, 3.0]) * (np.array([0.5, -1.0, 2.0]) + 1))
+  np.testing.assert_allclose(w.grad.numpy(), [1.0, 4.0, 9.0])
+  y.assign(Tensor([1.0, 1.0, 1.0])).realize()
+  with pytest.raises(RuntimeError, match="does not require grad"): y.sum().backward()
+
 def test_intermediate_requires_grad():
   x = Tensor([1.0, 2.0], requires_grad=True)
   y = x * 3

@@ -66,6 +66,9 @@ _assigned: weakref.WeakKeyDictionary[UOp, None] = weakref.WeakKeyDictionary()  #
 # AFTERs whose write has run -> their BUFFER: a graph built before the write landed (x = t + 1 with t's assign pending)
 # reads the buffer, and must not run that write again
 _landed: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
+# a realized BUFFER -> the graph it was computed from, where that graph reaches a tensor that needs gradients: backward
+# puts the graph back wherever the buffer is read (y.numpy(); y.sum().backward() still reaches y's leaves)
+_forward_of: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
 
 def _old_readers(todo: list[Tensor]) -> list[Tensor]:
   """The live lazy tensors (not in `todo`) whose value reads a buffer with a pending assign directly, not through that
@@ -142,7 +145,6 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Los
   uop: UOp
   grad: Tensor | None
   _requires_grad: bool | None = None
-  _forward: tuple[UOp, UOp] | None = None  # (BUFFER, the graph it was computed from): see realize
   training: bool = False  # train/eval mode, read by nn layers (BatchNorm); set it for a block with Tensor.train()
 
   class train(contextlib.ContextDecorator):
@@ -221,9 +223,12 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Los
     for device in dict.fromkeys(t.device for t in todo):  # a constant-only graph names no device: each group says where it goes
       group = [t for t in todo if t.device == device]
       # a value that needs gradients keeps its graph for backward (loss.item() before loss.backward()); a leaf starts afresh
-      keep = grad_path(UOp.sink(*(t.uop for t in group)), {x.uop for x in _grad_tensors}) if _grad_tensors else set()
-      for t, buf in zip(group, engine.realize(*(t.uop for t in group), device=device)):
-        if t._requires_grad is None and t.uop in keep: t._forward = (buf, t.uop)
+      graphs = [t._graph() for t in group] if _grad_tensors else []
+      keep = grad_path(UOp.sink(*graphs), {x.uop for x in _grad_tensors}) if _grad_tensors else set()
+      for i, (t, buf) in enumerate(zip(group, engine.realize(*(t.uop for t in group), device=device))):
+        # an assign's buffer holds another value now: its old graph goes, and the write is no graph to differentiate
+        if t._requires_grad is None and graphs and graphs[i] in keep and t.uop.op is not Ops.AFTER: _forward_of[buf] = t.uop
+        else: _forward_of.pop(buf, None)
         if t.uop.op is Ops.AFTER:
           _assigned.pop(t.uop.src[0], None)
           for after in (t.uop, unlanded.get(id(t))):  # other graphs may hold either form of this write
@@ -277,8 +282,15 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Los
     self.requires_grad = requires_grad
     return self
   def _graph(self) -> UOp:
-    """The graph of this tensor's value: its uop, or the graph it had before realize cut it (kept while it needed gradients)."""
-    return self._forward[1] if self._forward is not None and self._forward[0] is self.uop else self.uop
+    """The graph of this tensor's value, with each buffer in it that realize cut from a graph needing gradients put back
+    as that graph (which may read such buffers in turn)."""
+    root = self.uop
+    while _forward_of:
+      topo = root.toposort()
+      written = {u.src[0] for u in topo if u.op is Ops.AFTER}  # a pending assign's target stays itself
+      if not (cut := {u: g for u in topo if u.op is Ops.BUFFER and u not in written and (g := _forward_of.get(u)) is not None}): break
+      root = root.substitute(cut)
+    return root
 
   def gradient(self, *targets: Tensor, gradient: Tensor | None = None, materialize_grads: bool = False) -> list[Tensor]:
     """d(self)/d(target) for each target, as lazy tensors with requires_grad=False (nothing is accumulated). `gradient` is
