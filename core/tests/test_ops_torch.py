@@ -382,3 +382,46 @@ def test_impossible_shapes_are_both_pytorchs_and_tinygrads_error(kind):
                lambda: Tensor.ones(4, 3).reshape(5, 2), lambda: Tensor.ones(4, 6, 3).repeat((2, 4))):
     with pytest.raises(kind): make()
   with pytest.raises(kind if kind is RuntimeError else IndexError): Tensor(3.0).cat(Tensor(3.0))
+
+# inputs at the ends of the float range, where a formula's intermediate overflows or an untaken branch's slope is nan
+EXTREME = [
+  ("log1p", Tensor.log1p, torch.log1p, [math.inf, 3e38, 1e30, -1.0, -0.5, 1e-30, 0.0]),
+  ("expm1", Tensor.expm1, torch.expm1, [88.0, -100.0, -1000.0, -math.inf, math.inf, 0.6, -0.6, 1e-30, 0.0]),
+  ("erf", Tensor.erf, torch.erf, [1e5, -1e5, math.inf, -math.inf, 10.5, 9.9, 3e38]),
+  ("atan", Tensor.atan, torch.atan, [math.inf, -math.inf, 1e30, -1e30]),
+  ("gelu", Tensor.gelu, F.gelu, [1e5, -1e5, 1e30]),
+  ("sinh", Tensor.sinh, torch.sinh, [89.0, -89.0, 89.4, -20.5, 25.0]), ("cosh", Tensor.cosh, torch.cosh, [89.0, -89.0, 89.4, -20.5, 25.0]),
+  ("acosh", Tensor.acosh, torch.acosh, [-1e4, -1e6, -2.0, 0.5, 1e10, 1.5]),
+  ("atanh", Tensor.atanh, torch.atanh, [1.0, -1.0, -0.999999, 0.999999, -0.9999, 1.5, -1.5]),
+  ("normalize_inf", lambda x: x.normalize(p=math.inf, dim=1), lambda x: F.normalize(x, p=math.inf, dim=1), [[1.0, -3.0, 2.0], [0.5, 0.25, -0.125]]),
+  ("normalize_zero_row", lambda x: x.normalize(dim=1), lambda x: F.normalize(x, dim=1), [[0.0, 0.0], [3.0, 4.0]]),
+  ("normalize_p3_zero_row", lambda x: x.normalize(p=3, dim=1), lambda x: F.normalize(x, p=3, dim=1), [[0.0, 0.0], [3.0, 4.0]]),
+]
+
+@pytest.mark.parametrize("name, ours, theirs, x", EXTREME, ids=[p[0] for p in EXTREME])
+def test_extreme_inputs(name, ours, theirs, x):
+  with np.errstate(all="ignore"): check(ours, theirs, np.array(x, np.float32), rtol=1e-5, atol=1e-6)
+
+def test_remainder_by_infinity_and_zero_probabilities():
+  """x % +-inf and fmod(x, +-inf) are x (or, for remainder, inf of y's sign where x's sign differs); binary_cross_entropy's
+  slope at p = 0 and 1 is PyTorch's clamped (p - t) / max(p (1 - p), 1e-12), not 0 * inf."""
+  x = np.array([0.0, 1.0, -5.0, 3.0, math.inf, 2.5], np.float32)
+  y = np.array([math.inf, -math.inf, math.inf, -math.inf, math.inf, -1.5], np.float32)
+  check(lambda a, b: a % b, torch.remainder, x, y)
+  check(lambda a, b: a.fmod(b), torch.fmod, x, y)
+  p, t = np.array([0.0, 1.0, 0.0, 1.0, 1e-20, 0.3], np.float32), np.array([0.0, 1.0, 1.0, 0.0, 0.5, 0.2], np.float32)
+  check(lambda a: a.binary_cross_entropy(Tensor(t)), lambda a: F.binary_cross_entropy(a, torch.tensor(t)), p)
+
+def test_amax_ties_share_with_self_and_empty_inputs():
+  """scatter_reduce amax/amin with include_self: the tied values, self's included, share the gradient evenly (PyTorch's
+  rule). Attention over zero keys is zeros; masked_select broadcasts the mask; nonzero and unfold take a 0-d tensor."""
+  index = np.array([0, 0, 1, 0])
+  for reduce in ("amax", "amin"):
+    check(lambda a, b, r=reduce: a.scatter_reduce(0, Tensor(index), b, r), lambda a, b, r=reduce: a.scatter_reduce(0, torch.tensor(index), b, r),
+          np.array([1.0, 2.0, 1.0], np.float32), np.array([1.0, 1.0, 5.0, 1.0], np.float32))
+  q, kv = rng.standard_normal((2, 3)).astype(np.float32), np.zeros((0, 3), np.float32)
+  check(lambda q, k, v: q.scaled_dot_product_attention(k, v), F.scaled_dot_product_attention, q, kv, kv)
+  x, mask = np.arange(4, dtype=np.float32), np.array([[1, 0, 1, 1], [0, 1, 0, 0]], bool)
+  check(lambda a: a.masked_select(Tensor(mask)), lambda a: a.masked_select(torch.tensor(mask)), x)
+  for v in (1.0, 0.0): assert Tensor(np.float32(v)).nonzero().shape == tuple(torch.tensor(v).nonzero().shape)
+  assert Tensor(np.float32(2.0)).unfold(0, 1, 1).tolist() == torch.tensor(2.0).unfold(0, 1, 1).tolist()

@@ -85,10 +85,14 @@ class LossMixin:
     return _reduced(nll, reduction, counted.sum())
 
   def binary_cross_entropy(self: Tensor, target: Tensor, weight: Tensor | None = None, reduction: str = "mean") -> Tensor:
-    """-(t log p + (1 - t) log(1 - p)) for probabilities p; each log is at least -100, as PyTorch."""
+    """-(t log p + (1 - t) log(1 - p)) for probabilities p; each log is at least -100, as PyTorch. The slope in p is
+    PyTorch's (p - t) / max(p (1 - p), 1e-12), finite at p = 0 and 1 (where the clamped logs' own slope is 0 * inf):
+    it is carried by (p - detach(p)) * slope, which is 0 in value."""
     _check(reduction, "binary_cross_entropy")
-    p = self._float()
-    loss = -(target * p.log().maximum(-100.0) + (1 - target) * (1 - p).log().maximum(-100.0))
+    p, t = self._float(), target
+    held = p.detach()
+    loss = -(t * held.log().maximum(-100.0) + (1 - t) * (1 - held).log().maximum(-100.0))
+    loss = loss + (p - held) * ((held - t) / (held * (1 - held)).maximum(1e-12)).detach()
     return _reduced(loss if weight is None else loss * weight, reduction)
 
   def binary_cross_entropy_with_logits(self: Tensor, target: Tensor, weight: Tensor | None = None, reduction: str = "mean",

@@ -237,22 +237,26 @@ class MovementMixin:
     return self.reshape(*shape)
   def unfold(self: Tensor, dim: int, size: int, step: int) -> Tensor:
     """Every window of `size` elements along `dim`, `step` apart, as a new last axis (torch.Tensor.unfold): a gather of the
-    window positions."""
+    window positions. A 0-d tensor is one element along dim 0 or -1, as PyTorch's."""
+    if self.ndim == 0 and dim in (0, -1): return self.reshape(1).unfold(0, size, step)[0]
     d = resolve_dim(dim, self.ndim)
-    n = self.shape[d] if self.ndim else 1
+    n = self.shape[d]
     if size < 0 or step < 1 or size > n:
       raise RuntimeError(f"unfold: size {size} and step {step} for an axis of size {n} (need 0 <= size <= {n}, step >= 1)")
     at = np.arange((n - size) // step + 1)[:, None] * step + np.arange(size)[None, :]  # (windows, size)
     out = self[(slice(None),) * d + (at,)]  # the windows and their elements where the axis was
     return out.permute([a for a in range(out.ndim) if a != d + 1] + [d + 1])
   def masked_select(self: Tensor, mask: Tensor) -> Tensor:
-    """The elements where the bool mask (broadcast to this shape) is true, as a 1-D tensor in row-major order. The mask is
-    read now (the result's length depends on it); the values stay lazy and keep their gradient."""
+    """The elements where the bool mask is true, both broadcast to one shape, as a 1-D tensor in row-major order. The mask
+    is read now (the result's length depends on it); the values stay lazy and keep their gradient."""
     if mask.dtype != dtypes.bool: raise TypeError(f"masked_select: the mask must be bool, got {mask.dtype}")
-    return self.reshape(-1)[np.flatnonzero(np.broadcast_to(mask.numpy(), self.shape))]
+    try: shape = np.broadcast_shapes(self.shape, mask.shape)
+    except ValueError:
+      raise RuntimeError(f"masked_select: a mask of shape {mask.shape} does not broadcast with the tensor's shape {self.shape}") from None
+    return self.expand(shape).reshape(-1)[np.flatnonzero(np.broadcast_to(mask.numpy(), shape))]
   def nonzero(self: Tensor) -> Tensor:
     """The indices of the nonzero elements, one row of ndim int64 indices each (torch.nonzero); reads the values now."""
-    return type(self)(np.argwhere(self.numpy()).astype(np.int64).reshape(-1, self.ndim), device=self.device)
+    return type(self)(np.argwhere(np.atleast_1d(self.numpy())).astype(np.int64)[:, :self.ndim], device=self.device)  # 0-d: (n, 0)
   def diagonal(self: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
     """The diagonal of the (dim1, dim2) planes as a new last axis, above the main one for offset > 0 (torch.diagonal): the
     plane cut to n x n, flattened, padded to n rows of n + 1 and their first column kept."""
@@ -541,9 +545,12 @@ class MovementMixin:
     count = mask.sum(d, dtype=dtypes.int32).pad(pad)  # contributions per position of self
     named = count > 0
     if reduce in ("amax", "amin"):
-      if reduce == "amax": picked = mask.where(vals, self.dtype.min).max(d).pad(pad); mixed = self.maximum(picked)
-      else: picked = mask.where(vals, self.dtype.max).min(d).pad(pad); mixed = self.minimum(picked)
-      return named.where(mixed if include_self else picked, self)
+      # self's own value as one more candidate of the one reduction, so that ties share the gradient evenly, self included
+      candidates = mask.where(vals, self.dtype.min if reduce == "amax" else self.dtype.max)
+      if include_self:
+        region = self.shrink(tuple((0, n) if a == d else (0, i) for a, (i, n) in enumerate(zip(index.shape, self.shape))))
+        candidates = candidates.cat(region.unsqueeze(d), dim=d)
+      return named.where((candidates.max((d,)) if reduce == "amax" else candidates.min((d,))).pad(pad), self)  # amax's sharing
     combine = Ops.MUL if reduce == "prod" else Ops.ADD
     total = vals._select(mask, (d,), combine).pad(pad, value=1 if reduce == "prod" else 0)
     if include_self: total = total * self if reduce == "prod" else total + self

@@ -354,6 +354,7 @@ class NNMixin:
     q = self._float()
     L, S = q.shape[-2], key.shape[-2]
     att = (q @ key.transpose(-2, -1)) * (1 / math.sqrt(q.shape[-1]) if scale is None else scale)
+    if S == 0: return att @ value  # no keys: zeros (an empty sum), as PyTorch
     if is_causal: attn_mask = type(self).ones(L, S, dtype=dtypes.bool, device=self.device).tril()
     if attn_mask is not None:
       # a bool mask as min(score, +-inf): -inf where masked, even over an inf score (PyTorch's math backend adds -inf and

@@ -44,21 +44,25 @@ class PointwiseMixin:
 
   # ---- exp and log, accurate near 0 ----
   def log1p(self: Tensor) -> Tensor:
-    """log(1 + x), accurate for small x: log(u) * x / (u - 1) with u = 1 + x rounded (the rounding of u cancels), x where u is 1.
-    Below -1 the value is nan and the slope PyTorch's 1 / (1 + x): log |u| carries the slope, a nan added the value."""
+    """log(1 + x): for -1/2 < x < 1, where u = 1 + x rounds away x's low digits, log(u) * (x / (u - 1)) (the rounding of u
+    cancels), x where u is 1; elsewhere log(u) itself, exact enough there, with PyTorch's slope 1 / (1 + x) (inf at -1,
+    0 at inf). Below -1 the value is nan and the slope still 1 / (1 + x): log |u| carries the slope, a nan added the value."""
     def f(x: Tensor) -> Tensor:
-      u = x + 1
-      one = u == 1
-      return one.where(x, (u < 0).where(u.abs(), u).log() * x / one.where(1.0, u - 1)) + (u < 0).where(math.nan, 0.0)
+      u, near = x + 1, (x > -0.5) & (x < 1)
+      far = (u < 0).where(-u, u).log() + (u < 0).where(math.nan, 0.0)
+      us, xs = near.where(u, 1.5), near.where(x, 0.5)  # constants where unused: 0 * the quotient's slope stays 0
+      one = us == 1
+      return near.where(one.where(xs, us.log() * (xs / one.where(1.0, us - 1))), far)
     return self._math(f)
   def expm1(self: Tensor) -> Tensor:
-    """exp(x) - 1, accurate for small x: (u - 1) * x / log(u) with u = exp(x) rounded; x where u is 1, -1 where u is 0,
-    inf where u overflows."""
+    """exp(x) - 1: for |x| < 1/2, where u - 1 would cancel, (u - 1) * x / log(u) with u = exp(x) rounded (the rounding of
+    u cancels), x where u is 1; elsewhere u - 1 itself (-1 far below 0, 1.65e38 at 88, inf past 88.7; slope u)."""
     def f(x: Tensor) -> Tensor:
-      u = x.exp()
-      plain = (u == 1) | (u == 0) | u.isinf()
-      core = (u - 1) * x / plain.where(1.0, u.log())
-      return (u == 1).where(x, (u == 0).where(-1.0, u.isinf().where(u, core)))
+      u, near = x.exp(), x.abs() < 0.5
+      us, xs = near.where(u, math.exp(0.25)), near.where(x, 0.25)  # constants where unused: 0 * the quotient's slope is 0
+      one = us == 1
+      core = one.where(xs, (us - 1) * xs / one.where(1.0, us.log()))
+      return near.where(core, u - 1)
     return self._math(f)
   def log10(self: Tensor) -> Tensor: return self._math(lambda x: x.log2() * math.log10(2))
   def logaddexp(self: Tensor, y: Tensor | Scalar) -> Tensor:
@@ -72,16 +76,20 @@ class PointwiseMixin:
   def erf(self: Tensor) -> Tensor:
     """The error function, odd: a Taylor series below 0.5, Abramowitz and Stegun 7.1.26 (|error| <= 1.5e-7) above."""
     def f(a: Tensor) -> Tensor:
-      t = (a * _ERF_P + 1).reciprocal()
-      far = 1 - _poly(t, (0.0, *_ERF_A)) * (-(a * a)).exp()
-      return (a < 0.5).where(a * _poly(a * a, _ERF_TAYLOR), far)
+      small = a < 0.5
+      af = (a > 10).where(10.0, small.where(1.0, a))  # erf is 1 past 10 (slope 0), and a^2 there must not overflow
+      t = (af * _ERF_P + 1).reciprocal()
+      far = 1 - _poly(t, (0.0, *_ERF_A)) * (-(af * af)).exp()
+      near = small.where(a, 0.0)  # the series' powers of a large a would overflow, its untaken slope then 0 * inf
+      return small.where(near * _poly(near * near, _ERF_TAYLOR), far)
     return self._math(lambda x: _odd(x, f))
   def atan(self: Tensor) -> Tensor:
     """arctan, odd: x >= 0 reduced to [0, tan(pi/8)] by pi/2 - atan(1/x) above tan(3pi/8) and pi/4 + atan((x-1)/(x+1))
     above tan(pi/8), then a polynomial (Cephes' atanf, about 1 ulp)."""
     def f(a: Tensor) -> Tensor:
       big, mid = a > _TAN_3PI_8, a > _TAN_PI_8
-      r = big.where(-(big.where(a, 1.0).reciprocal()), mid.where((a - 1) / (a + 1), a))
+      m = big.where(1.0, a)  # (a - 1) / (a + 1) is nan at a = inf, and its untaken slope then nan too
+      r = big.where(-(big.where(a, 1.0).reciprocal()), mid.where((m - 1) / (m + 1), a))
       z = r * r
       return big.where(math.pi / 2, mid.where(math.pi / 4, 0.0)) + r + r * z * _poly(z, _ATAN_C)
     return self._math(lambda x: _odd(x, f))
@@ -91,17 +99,19 @@ class PointwiseMixin:
   def acos(self: Tensor) -> Tensor: return self._math(lambda x: math.pi / 2 - x.asin())
   def sinh(self: Tensor) -> Tensor:
     """Odd; for x >= 0, (e + e / (e + 1)) / 2 with e = expm1(x) (that is (e^x - e^-x) / 2 without cancellation for small
-    x), and 0.5 e^x past 20."""
+    x), and e^(x - ln 2) past 20 (finite up to 89.4, where e^x alone overflows at 88.7)."""
     def f(a: Tensor) -> Tensor:
       big = a > 20
       e = big.where(20.0, a).expm1()
-      return big.where(0.5 * big.where(a, 20.0).exp(), (e + e / (e + 1)) * 0.5)
+      return big.where((big.where(a, 20.0) - math.log(2)).exp(), (e + e / (e + 1)) * 0.5)
     return self._math(lambda x: _odd(x, f))
   def cosh(self: Tensor) -> Tensor:
-    """(u + 1/u) / 2 with u = exp(|x|)."""
+    """(u + 1/u) / 2 with u = exp(|x|), and e^(|x| - ln 2) past 20 (finite up to 89.4)."""
     def f(x: Tensor) -> Tensor:
-      u = x.abs().exp()
-      return (u + u.reciprocal()) * 0.5
+      a = (x < 0).where(-x, x)
+      big = a > 20
+      u = big.where(20.0, a).exp()
+      return big.where((big.where(a, 20.0) - math.log(2)).exp(), (u + u.reciprocal()) * 0.5)
     return self._math(f)
   def asinh(self: Tensor) -> Tensor:
     """Odd; for x >= 0, log1p(x + x^2 / (1 + sqrt(1 + x^2))), accurate near 0, and log(x) + log(2) past 1e9 (x^2 would
@@ -114,13 +124,16 @@ class PointwiseMixin:
   def acosh(self: Tensor) -> Tensor:
     """log1p(t + sqrt(2t + t^2)), t = x - 1: accurate near 1; log(x) + log(2) past 1e9; nan below 1."""
     def f(x: Tensor) -> Tensor:
-      big = x > 1e9
-      t = big.where(1.0, x) - 1
-      return big.where(big.where(x, 1.0).log() + math.log(2), (t + (t * 2 + t * t).sqrt()).log1p())
+      big, below = x > 1e9, x < 1
+      t = (big | below).where(1.0, x) - 1
+      value = big.where(big.where(x, 1.0).log() + math.log(2), (t + (t * 2 + t * t).sqrt()).log1p())
+      # nan below 1 (2t + t^2 turns positive again below -1), with PyTorch's slope 1 / sqrt(x^2 - 1) there all the same
+      return below.where((x - x.detach()) * (x * x - 1).rsqrt().detach() + math.nan, value)
     return self._math(f)
   def atanh(self: Tensor) -> Tensor:
-    """0.5 log1p(2x / (1 - x)): +-inf at +-1, nan outside."""
-    return self._math(lambda x: (x * 2 / (1 - x)).log1p() * 0.5)
+    """(log1p(x) - log1p(-x)) / 2: accurate near 0 and near +-1 (where 1 - |x| is exact), +-inf at +-1 with slope inf,
+    nan outside."""
+    return self._math(lambda x: (x.log1p() - (-x).log1p()) * 0.5)
 
   # ---- sign, remainder, comparison ----
   def sign(self: Tensor) -> Tensor:
@@ -147,7 +160,8 @@ class PointwiseMixin:
     """C's fmod: the remainder of truncated division, with x's sign (Python's % floors and takes y's)."""
     x, y = self._broadcasted(y)
     r = x % y
-    return ((r != 0) & ((r < 0) != (x < 0))).where(r - y, r)
+    r = ((r != 0) & ((r < 0) != (x < 0))).where(r - y, r)
+    return (x.isfinite() & y.isinf()).where(x, r) if dtypes.is_float(x.dtype) else r  # x fmod +-inf is x
   def isclose(self: Tensor, other: Tensor | Scalar, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False) -> Tensor:
     """|x - y| <= atol + rtol |y| elementwise, or x == y (infinities of one sign); nan is close to nan only with equal_nan."""
     x, y = self._broadcasted(other)
@@ -177,9 +191,14 @@ class PointwiseMixin:
   def softsign(self: Tensor) -> Tensor: return (x := self._float()) / (1 + x.abs())
   def softmin(self: Tensor, axis: int = -1) -> Tensor: return (-self).softmax(axis)
   def normalize(self: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
-    """x divided by its p-norm along `dim` (at least eps), as torch.nn.functional.normalize."""
+    """x divided by its p-norm along `dim` (at least eps), as torch.nn.functional.normalize; p = inf is the largest |x|.
+    A zero norm is eps with slope 0 (sqrt's and pow's slopes at 0 are inf), so an all-zero row's gradient is 1/eps."""
     x = self._float()
-    norm = x.abs().pow(p).sum(dim, keepdim=True).pow(1 / p) if p != 2 else (x * x).sum(dim, keepdim=True).sqrt()
+    if p == math.inf: return x / x.abs().max(dim, keepdim=True).maximum(eps)
+    total = (x * x).sum(dim, keepdim=True) if p == 2 else x.abs().pow(p).sum(dim, keepdim=True)
+    zero = total == 0
+    safe = zero.where(1.0, total)
+    norm = zero.where(0.0, safe.sqrt() if p == 2 else safe.pow(1 / p))
     return x / norm.maximum(eps)
 
   # ---- masks and copies ----

@@ -540,11 +540,15 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Los
     # float16's rounded x/y can cross an integer: compute in float32 and round once, as PyTorch
     return x.float().floordiv(y.float()).cast(x.dtype) if x.dtype.itemsize < 4 else (x / y).floor()
   def mod(self, y: Tensor | Scalar, reverse: bool = False) -> Tensor:
-    """self mod y with y's sign, PyTorch's remainder: MOD for ints (x % 0 is 0), x - floor(x / y) * y for floats."""
+    """self mod y with y's sign, PyTorch's remainder: MOD for ints (x % 0 is 0), x - floor(x / y) * y for floats, and for
+    a finite x and y = +-inf, x where their signs agree (or x is 0), else y (Python's -5 % inf is inf)."""
     x, y = self._broadcasted(y, reverse)
     if x.dtype == dtypes.bool: raise RuntimeError("remainder of bool tensors is not supported")
     if dtypes.is_int(x.dtype): return x._new(UOp(Ops.MOD, (x.uop, y.uop)))
-    return x.float().mod(y.float()).cast(x.dtype) if x.dtype.itemsize < 4 else x - (x / y).floor() * y  # float16: as floordiv
+    if x.dtype.itemsize < 4: return x.float().mod(y.float()).cast(x.dtype)  # float16: as floordiv
+    by_inf = (x.abs() < math.inf) & (y.abs() == math.inf)
+    # slopes as PyTorch's remainder everywhere: 1 in x, -floor(x / y) in y (Python's 1 // -inf is -1)
+    return by_inf.where(((x == 0) | ((x < 0) == (y < 0))).where(x, y + (x - x.detach())), x - (x / y).floor() * y)
   def neg(self) -> Tensor:
     if self.dtype == dtypes.bool: raise RuntimeError("negation of a bool tensor is not supported; use ~ or logical_not() to invert a mask")
     return self._new(-self.uop)
