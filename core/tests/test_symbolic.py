@@ -209,3 +209,15 @@ def test_a_reshaped_batch_reads_its_rows_without_division():
   from tinyspec.engine.rangeify import rangeify
   ast = rangeify(callify(Tensor.empty(16, 64, 80).reshape(1024, 80).max(-1).uop)).items[-1].ast
   assert not {Ops.IDIV, Ops.MOD} & {u.op for u in ast.toposort()}
+
+def test_pool_windows_that_do_not_overlap_are_plain_reshapes():
+  # a 2x2 max pool's gradient reads the windows back through reshapes: only the window's own // 2 and % 2 (a shift and a
+  # mask), where the general tiling of overlapping windows divides by its tile lengths (17, 51, 867, ...) an element
+  from tinyspec import Tensor
+  from tinyspec.engine.callify import callify
+  from tinyspec.engine.rangeify import rangeify
+  x = Tensor.empty(4, 3, 16, 16).requires_grad_()
+  for pooled in (x.max_pool2d(2), x.avg_pool2d(2), x.conv2d(Tensor.empty(5, 3, 2, 2), stride=2)):
+    (g,) = pooled.sum().gradient(x)
+    divisors = {u.src[1].arg[0] for item in rangeify(callify(g.uop)).items for u in item.ast.toposort() if u.op in (Ops.IDIV, Ops.MOD)}
+    assert divisors <= {2}, divisors

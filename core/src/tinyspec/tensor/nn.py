@@ -43,9 +43,15 @@ def _pool(x: Tensor, k: tuple[int, ...], stride: tuple[int, ...], dilation: tupl
   o_ = tuple((i - d * (kk - 1) - 1) // s + 1 for i, kk, s, d in zip(i_, k, stride, dilation))
   if any(o <= 0 for o in o_):
     raise RuntimeError(f"window {k} with dilation {dilation} is larger than the (padded) input size {i_}: the output would be {o_}")
+  keep, nb = [None] * len(b), len(b)
+  if all(d == 1 for d in dilation) and all(s >= kk for s, kk in zip(stride, k)):
+    # windows that do not overlap (a 2x2 max pool, a patchify conv): blocks of `stride`, the first k of each. Plain reshapes
+    # read with no division, where the general tiling below costs its gradient (a max pool's backward) a few per element
+    x = x.pad(keep + [(0, max(0, o * s - i)) for i, o, s in zip(i_, o_, stride)]).shrink(keep + [(0, o * s) for o, s in zip(o_, stride)])
+    x = x.reshape(*b, *[v for o, s in zip(o_, stride) for v in (o, s)]).shrink(keep + [v for o, kk in zip(o_, k) for v in ((0, o), (0, kk))])
+    return x.permute(*range(nb), *[nb + 2 * j for j in range(n)], *[nb + 2 * j + 1 for j in range(n)])
   L = tuple(max(i, o * s) for i, o, s in zip(i_, o_, stride))
   r = tuple(-(-kk * (l + d) // l) for kk, l, d in zip(k, L, dilation))
-  keep = [None] * len(b)
   x = x.pad(keep + [(0, l - i) for l, i in zip(L, i_)])
   x = x.reshape(*b, *[v for l in L for v in (1, l)]).expand(*b, *[v for rr, l in zip(r, L) for v in (rr, l)])
   x = x.reshape(*b, *[rr * l for rr, l in zip(r, L)]).shrink(keep + [(0, kk * (l + d)) for kk, l, d in zip(k, L, dilation)])
@@ -53,7 +59,6 @@ def _pool(x: Tensor, k: tuple[int, ...], stride: tuple[int, ...], dilation: tupl
   x = x.shrink(keep + [v for kk, o, s in zip(k, o_, stride) for v in ((0, kk), (0, o * s))])
   x = x.reshape(*b, *[v for kk, o, s in zip(k, o_, stride) for v in (kk, o, s)])
   x = x.shrink(keep + [v for kk, o in zip(k, o_) for v in ((0, kk), (0, o), (0, 1))]).reshape(*b, *[v for kk, o in zip(k, o_) for v in (kk, o)])
-  nb = len(b)
   return x.permute(*range(nb), *[nb + 2 * j + 1 for j in range(n)], *[nb + 2 * j for j in range(n)])
 
 def _conv_pads(padding: IntOrTuple | str, k: tuple[int, ...], dilation: tuple[int, ...], stride: tuple[int, ...]) -> list[tuple[int, int]]:
