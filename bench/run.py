@@ -1,6 +1,6 @@
-"""tinyspec next to numpy, PyTorch and tinygrad, in one run: throughput of matmul, a fused elementwise op, a reduction, softmax, conv2d and a GPT
-training step (bench/gpt_step.py: examples/gpt.py's model, tokens per second), the dispatch cost of a small fused expression, and the cold first call
-with an empty compile cache.
+"""tinyspec next to numpy, PyTorch and tinygrad, in one run: throughput of matmul, a fused elementwise op, a reduction, softmax, conv2d,
+training steps of the two example models (bench/gpt_step.py: tokens per second; bench/cnn_step.py: images per second), the dispatch
+cost of a small fused expression, and the cold first call with an empty compile cache.
 
 Every system runs in fresh processes of its own (so nothing one measures warms a cache another reads): one for the cold
 first call (TINYSPEC_CACHE_DIR, and tinygrad's CACHEDB, pointing at an empty temporary directory), one for the first call
@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import cnn_step  # bench/cnn_step.py: the CNN training step, in tinyspec and in PyTorch
 import dispatch  # bench/dispatch.py, next to this file: the dispatch figures are measured exactly as it does
 import gpt_step  # bench/gpt_step.py: the GPT training step, in tinyspec and in PyTorch
 import numpy as np
@@ -46,26 +47,28 @@ BENCHES: list[tuple[str, str, str, float | None]] = [
   ("softmax", "softmax over (4096,1024), last axis (in + out)", "GB/s", 2 * 4 * 4096 * 1024),
   ("conv", "conv2d (8,64,56,56) x (64,64,3,3), padding 1", "GFLOP/s", 2 * 8 * 64 * 56 * 56 * 64 * 9),
   ("gpt", f"GPT training step (examples/gpt.py's model, {gpt_step.BATCH}x{gpt_step.CONTEXT} tokens, AdamW)", "k tokens/s", gpt_step.TOKENS),
+  ("cnn", f"CNN training step (examples/cnn.py's model, {cnn_step.BATCH} 16x16 images, BatchNorm, Adam)", "k images/s", cnn_step.BATCH),
   ("first", f"first call of ((a+b)*c).sum(), {dispatch.N} floats (compile cache warm)", "ms", None),
   ("steady", f"steady call of ((a+b)*c).sum(), {dispatch.N} floats", "us", None),
   ("jit", "steady call of the same through TinyJit", "us", None),
   ("cold", "cold first call of the same, empty compile cache", "ms", None),
 ]
 SCALE = {"ms": 1e3, "us": 1e6}
-PER_SECOND = {"GFLOP/s": 1e9, "GB/s": 1e9, "k tokens/s": 1e3}  # work per second is divided by this
+PER_SECOND = {"GFLOP/s": 1e9, "GB/s": 1e9, "k tokens/s": 1e3, "k images/s": 1e3}  # work per second is divided by this
 THROUGHPUT = [k for k, _, _, work in BENCHES if work is not None]
 LARGEST = {"matmul2048", "conv"}  # left out by --quick
+TRAINING = {"gpt": gpt_step, "cnn": cnn_step}  # rows that time a whole training step, each module's measure()
 
 SYSTEMS = ["numpy", "tinyspec:CPU", "tinyspec:OPENCL", "tinyspec:WEBGPU", "tinyspec:PYTHON", "torch", "tinygrad:CPU", "tinygrad:CL",
            "tinygrad:WEBGPU", "tinygrad:PYTHON"]
 # what a system skips, with the note printed under the table: sizes that would take minutes, figures that do not apply
 TOO_SLOW = "the PYTHON interpreter would take minutes at this size"
-NOT_PORTED = "not ported: the model is examples/gpt.py's, written with tinyspec.nn"
+NOT_PORTED = "not ported: the models are the examples', written with tinyspec.nn"
 SKIPS: dict[str, dict[str, str]] = {
-  "numpy": {"cold": "no compiler", "jit": "no JIT", "gpt": "no automatic differentiation"},
+  "numpy": {"cold": "no compiler", "jit": "no JIT", "gpt": "no automatic differentiation", "cnn": "no automatic differentiation"},
   "torch": {"cold": "no compiler (eager kernels are built ahead of time)", "jit": "not measured (torch.compile is another design)"},
-  "tinyspec:PYTHON": {"matmul2048": TOO_SLOW, "conv": TOO_SLOW, "gpt": TOO_SLOW},
-  "tinygrad:CPU": {"gpt": NOT_PORTED}, "tinygrad:CL": {"gpt": NOT_PORTED}, "tinygrad:WEBGPU": {"gpt": NOT_PORTED},
+  "tinyspec:PYTHON": {"matmul2048": TOO_SLOW, "conv": TOO_SLOW, "gpt": TOO_SLOW, "cnn": TOO_SLOW},
+  **{f"tinygrad:{d}": {"gpt": NOT_PORTED, "cnn": NOT_PORTED} for d in ("CPU", "CL", "WEBGPU")},
   "tinygrad:PYTHON": {k: "tinygrad's PYTHON device emulates every GPU thread in Python: minutes even at the smallest size"
                       for k in THROUGHPUT},
 }
@@ -191,8 +194,8 @@ def throughput(system: str, keys: list[str], repeats: int) -> dict[str, Any]:
       notes.append(f"{key}: left out, a call would take about {guess:.0f} s ({PREDICT[key][0]} took {t:.1f} s)")
       continue
     try:
-      if key == "gpt":  # a training step: checked against numpy's loss of the same weights inside
-        out[key] = gpt_step.measure(be.lib, be.device, max(repeats, 10))
+      if key in TRAINING:  # a training step: checked against numpy's loss of the same weights inside
+        out[key] = TRAINING[key].measure(be.lib, be.device, max(repeats, 10))
         continue
       op, xs = _inputs(key, np.random.default_rng(0))
       args = [be.tensor(x) for x in xs]
