@@ -425,3 +425,9 @@ def test_amax_ties_share_with_self_and_empty_inputs():
   check(lambda a: a.masked_select(Tensor(mask)), lambda a: a.masked_select(torch.tensor(mask)), x)
   for v in (1.0, 0.0): assert Tensor(np.float32(v)).nonzero().shape == tuple(torch.tensor(v).nonzero().shape)
   assert Tensor(np.float32(2.0)).unfold(0, 1, 1).tolist() == torch.tensor(2.0).unfold(0, 1, 1).tolist()
+
+def test_relu6_keeps_integer_dtypes():
+  for dt in (np.int64, np.int32, np.int8, np.uint8):
+    x = np.array([0, 2, 9, 6, 7], dt)
+    got, want = Tensor(x).relu6(), F.relu6(torch.tensor(x))
+    assert got.numpy().dtype == want.numpy().dtype and got.tolist() == want.tolist(), dt

@@ -179,7 +179,9 @@ class PointwiseMixin:
     if approximate != "none": raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
     return 0.5 * x * (1 + (x * math.sqrt(0.5)).erf())
   def quick_gelu(self: Tensor) -> Tensor: return self * (self * 1.702).sigmoid()
-  def relu6(self: Tensor) -> Tensor: return self._float().hardtanh(0.0, 6.0)
+  def relu6(self: Tensor) -> Tensor:
+    """min(max(x, 0), 6); integers keep their dtype, as PyTorch's."""
+    return self.clamp(0, 6) if dtypes.is_int(self.dtype) else self._float().hardtanh(0.0, 6.0)
   def hardsigmoid(self: Tensor) -> Tensor: return (self._float() + 3).relu6() / 6
   def hardswish(self: Tensor) -> Tensor: return self * self.hardsigmoid()
   def mish(self: Tensor) -> Tensor: return self * self.softplus().tanh()
