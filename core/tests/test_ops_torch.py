@@ -196,6 +196,10 @@ def test_repeat_interleave_and_pad_modes():
   c = rng.standard_normal((2, 3, 4)).astype(np.float32)
   check(lambda x: x.repeat_interleave(3, 1), lambda x: x.repeat_interleave(3, 1), c)
   check(lambda x: x.repeat_interleave(2), lambda x: x.repeat_interleave(2), c)
+  for counts, dim in (([2, 0, 1], 1), ([1, 3], 0), ([4], 2)):  # a count per element, read as a list or a tensor
+    check(lambda x, n=counts, d=dim: x.repeat_interleave(n, d), lambda x, n=counts, d=dim: x.repeat_interleave(torch.tensor(n), d), c)
+    check(lambda x, n=counts, d=dim: x.repeat_interleave(Tensor(n), d), lambda x, n=counts, d=dim: x.repeat_interleave(torch.tensor(n), d), c)
+  with pytest.raises(ValueError, match="one per element"): Tensor(c).repeat_interleave([1, 2], 1)
   x4 = rng.standard_normal((2, 3, 5, 6)).astype(np.float32)
   for mode in ("reflect", "replicate", "circular"):
     check(lambda x, m=mode: x.pad((2, 1, 1, 3), mode=m), lambda x, m=mode: F.pad(x, (2, 1, 1, 3), mode=m), x4)
@@ -391,7 +395,7 @@ EXTREME = [
   ("atan", Tensor.atan, torch.atan, [math.inf, -math.inf, 1e30, -1e30]),
   ("gelu", Tensor.gelu, F.gelu, [1e5, -1e5, 1e30]),
   ("sinh", Tensor.sinh, torch.sinh, [89.0, -89.0, 89.4, -20.5, 25.0]), ("cosh", Tensor.cosh, torch.cosh, [89.0, -89.0, 89.4, -20.5, 25.0]),
-  ("acosh", Tensor.acosh, torch.acosh, [-1e4, -1e6, -2.0, 0.5, 1e10, 1.5]),
+  ("acosh", Tensor.acosh, torch.acosh, [-1e4, -1e6, -2.0, 0.5, 1e10, 1.5, 1.0]),
   ("atanh", Tensor.atanh, torch.atanh, [1.0, -1.0, -0.999999, 0.999999, -0.9999, 1.5, -1.5]),
   ("normalize_inf", lambda x: x.normalize(p=math.inf, dim=1), lambda x: F.normalize(x, p=math.inf, dim=1), [[1.0, -3.0, 2.0], [0.5, 0.25, -0.125]]),
   ("normalize_zero_row", lambda x: x.normalize(dim=1), lambda x: F.normalize(x, dim=1), [[0.0, 0.0], [3.0, 4.0]]),

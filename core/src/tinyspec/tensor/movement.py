@@ -329,12 +329,20 @@ class MovementMixin:
     base = (1,) * (len(reps) - self.ndim) + self.shape
     x = self.reshape(tuple(v for s in base for v in (1, s))).expand(tuple(v for r, s in zip(reps, base) for v in (r, s)))
     return x.reshape(tuple(r * s for r, s in zip(reps, base)))
-  def repeat_interleave(self: Tensor, repeats: int, dim: int | None = None) -> Tensor:
-    """Each element repeated `repeats` times in place along `dim` (of the flattened tensor when dim is None), as PyTorch's
-    with an int count."""
-    if not isinstance(repeats, _INT) or repeats < 0: raise ValueError(f"repeat_interleave: repeats must be a non-negative int, got {repeats!r}")
+  def repeat_interleave(self: Tensor, repeats: int | Sequence[int] | Tensor, dim: int | None = None) -> Tensor:
+    """Each element repeated in place along `dim` (of the flattened tensor when dim is None), as PyTorch's: `repeats`
+    times, or, for a 1-D tensor or list of counts (one, or one per element), each its own count; those are read now (the
+    result's length depends on them), the values stay lazy and keep their gradient."""
     if dim is None: return self.flatten().repeat_interleave(repeats, 0)
     d = resolve_dim(dim, self.ndim)
+    if not isinstance(repeats, _INT):
+      counts = np.asarray(repeats.numpy() if isinstance(repeats, MovementMixin) else repeats)
+      if counts.ndim > 1 or not np.issubdtype(counts.dtype, np.integer) or (counts < 0).any() or counts.size not in (1, self.shape[d]):
+        raise ValueError(f"repeat_interleave: repeats must be non-negative ints, one or one per element of dim {d} (size "
+                         f"{self.shape[d]}), got {repeats!r}")
+      if counts.size == 1: return self.repeat_interleave(int(counts.reshape(-1)[0]), d)
+      return self[(slice(None),) * d + (np.repeat(np.arange(self.shape[d]), counts),)]
+    if repeats < 0: raise ValueError(f"repeat_interleave: repeats must be a non-negative int, got {repeats!r}")
     x = self.unsqueeze(d + 1)
     return x.expand(*x.shape[:d + 1], repeats, *x.shape[d + 2:]).reshape(*self.shape[:d], self.shape[d] * repeats, *self.shape[d + 1:])
   def split(self: Tensor, split_size: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:

@@ -122,13 +122,15 @@ class PointwiseMixin:
       return big.where(big.where(a, 1.0).log() + math.log(2), (s + s * s / ((s * s + 1).sqrt() + 1)).log1p())
     return self._math(lambda x: _odd(x, f))
   def acosh(self: Tensor) -> Tensor:
-    """log1p(t + sqrt(2t + t^2)), t = x - 1: accurate near 1; log(x) + log(2) past 1e9; nan below 1."""
+    """log1p(t + sqrt(t) sqrt(t + 2)), t = x - 1: accurate near 1, slope inf at 1 (sqrt(2t + t^2)'s would be inf * 0);
+    log(x) + log(2) past 1e9; nan below 1."""
     def f(x: Tensor) -> Tensor:
       big, below = x > 1e9, x < 1
       t = (big | below).where(1.0, x) - 1
-      value = big.where(big.where(x, 1.0).log() + math.log(2), (t + (t * 2 + t * t).sqrt()).log1p())
-      # nan below 1 (2t + t^2 turns positive again below -1), with PyTorch's slope 1 / sqrt(x^2 - 1) there all the same
-      return below.where((x - x.detach()) * (x * x - 1).rsqrt().detach() + math.nan, value)
+      value = big.where(big.where(x, 1.0).log() + math.log(2), (t + t.sqrt() * (t + 2).sqrt()).log1p())
+      # nan below 1, with PyTorch's slope 1 / sqrt(x^2 - 1) there all the same (nan in (-1, 1), finite below -1)
+      slope = below.where((x * x - 1).rsqrt(), 0.0).detach()  # 0 where unused: the untaken branch passes 0 * it back
+      return below.where((x - x.detach()) * slope + math.nan, value)
     return self._math(f)
   def atanh(self: Tensor) -> Tensor:
     """(log1p(x) - log1p(-x)) / 2: accurate near 0 and near +-1 (where 1 - |x| is exact), +-inf at +-1 with slope inf,
