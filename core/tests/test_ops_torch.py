@@ -435,3 +435,13 @@ def test_relu6_keeps_integer_dtypes():
     x = np.array([0, 2, 9, 6, 7], dt)
     got, want = Tensor(x).relu6(), F.relu6(torch.tensor(x))
     assert got.numpy().dtype == want.numpy().dtype and got.tolist() == want.tolist(), dt
+
+def test_remainder_and_fmod_round_once():
+  """x mod y as C's fmod computes it, exactly: r = x - q y with q y taken as two floats, so 1e4 mod 0.999 is 0.0098711,
+  not the 0.0097656 that one rounding of q y leaves; fmod is |x| mod |y| with x's sign. Quotients below 2**24 (float32)."""
+  gen = np.random.default_rng(3)
+  for dt in (np.float32, np.float64):
+    x = np.concatenate([gen.uniform(-1e6, 1e6, 4000), gen.standard_normal(500) * 1e-3, [1e4, -1e4, 5.0]]).astype(dt)
+    y = np.concatenate([gen.uniform(0.1, 3, 4000) * gen.choice([-1, 1], 4000), gen.standard_normal(500), [0.999, 0.999, -3.0]]).astype(dt)
+    for ours, theirs in ((lambda a, b: a % b, torch.remainder), (lambda a, b: a.fmod(b), torch.fmod)):
+      np.testing.assert_array_max_ulp(ours(Tensor(x), Tensor(y)).numpy(), theirs(torch.tensor(x), torch.tensor(y)).numpy(), maxulp=1)

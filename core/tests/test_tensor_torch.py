@@ -149,12 +149,13 @@ def test_floor_divide_and_remainder_signs(dt):
   check(Tensor(a) // -3, torch.floor_divide(tt(a), -3))
   check(Tensor(a) % -3, torch.remainder(tt(a), -3))
 
-def test_float_floor_divide_floors_the_rounded_quotient():
-  """Documented difference: float floor division is floor(x * (1/y)) and remainder x - that * y, so where the quotient
-  rounds up to an integer the result is one more (and the remainder 0); PyTorch works from fmod: 1.0 // 0.1 is 9 there."""
-  a, b = np.array([1.0, 0.7, 7.5], np.float32), np.array([0.1, 0.1, 2.5], np.float32)
-  assert torch.floor_divide(tt(a), tt(b)).tolist() == [9, 6, 3] and torch.remainder(tt(a), tt(b))[:2].gt(0.0999).all()
-  assert (Tensor(a) // Tensor(b)).tolist() == [10, 7, 3] and (Tensor(a) % Tensor(b)).tolist() == [0, 0, 0]
+def test_float_floor_divide_works_from_the_exact_remainder():
+  """Where the quotient x / y rounds up to an integer, floor division is still the integer below, as PyTorch and Python
+  have it (1.0 // 0.1 is 9, with remainder 0.0999...), and x == (x // y) * y + x % y."""
+  a, b = np.array([1.0, 0.7, 7.5, -1.0, 1e30, 5.0, 3.0], np.float32), np.array([0.1, 0.1, 2.5, 0.1, 3.0, 0.0, np.inf], np.float32)
+  np.testing.assert_array_equal((Tensor(a) // Tensor(b)).numpy(), torch.floor_divide(tt(a), tt(b)).numpy())
+  np.testing.assert_array_equal((Tensor(a) % Tensor(b)).numpy()[:3], torch.remainder(tt(a), tt(b)).numpy()[:3])
+  assert (Tensor(a) // Tensor(b)).tolist()[:3] == [9, 6, 3]
 
 def test_true_division_of_unsigned_by_negative_scalar():
   a = np.array([2, 7, 255, 0], np.uint8)

@@ -158,12 +158,45 @@ class PointwiseMixin:
     x, y = self._float()._broadcasted(y, match_dtype=False)
     neg = (y < 0) | ((y == 0) & (y._float().reciprocal() < 0))
     return neg.where(-x.abs(), x.abs())
+  def _float_remainder(self: Tensor, y: Tensor) -> Tensor:
+    """x mod y for float32/64 x and y (same shape), with y's sign: r = x - q y for q = floor(x / y), where q y is taken
+    exactly as p + e (Dekker's product of Veltkamp halves) while |q| < 2**(mantissa bits), so r rounds once, as C's fmod
+    (1e4 mod 0.999: 0.0098711, not 0.0097656); an r that x / y's rounding left outside [0, y) is folded back. For a finite x
+    and y = +-inf: x where their signs agree (or x is 0), else y (Python's -5 % inf is inf). The slopes are PyTorch's:
+    1 in x, -floor(x / y) in y."""
+    by_inf = (self.abs() < math.inf) & (y.abs() == math.inf)
+    x, d = by_inf.where(0.0, self), by_inf.where(1.0, y)  # the general case's inputs, finite where it is not used (0 * nan)
+    q = (x / d).floor()
+    bits = 24 if x.dtype == dtypes.float32 else 53
+    split = float(2 ** ((bits + 1) // 2) + 1)
+    def halves(v: Tensor) -> tuple[Tensor, Tensor]:
+      hi = v * split - (v * split - v)
+      return hi, v - hi
+    exact = q.abs() < 2 ** bits
+    (qh, ql), (dh, dl) = halves(exact.where(q, 0.0)), halves(exact.where(d.detach(), 0.0))
+    p = q * d
+    e = exact.where((((qh * dh - p.detach()) + qh * dl) + ql * dh) + ql * dl, 0.0).detach()  # q d - p, a rounding correction
+    r = (x - p) - e
+    r = r - (r / d).floor() * d  # q was a few off where x / d rounded across integers: r is then a small multiple of d off
+    r = ((r != 0) & ((r < 0) != (d < 0))).where(r + d, r)  # and r / d itself rounded to an integer: one more d
+    return by_inf.where(((self == 0) | ((self < 0) == (y < 0))).where(self, y + (self - self.detach())), r)
+  def _float_floordiv(self: Tensor, y: Tensor) -> Tensor:
+    """floor(x / y) for float32/64 x and y as PyTorch and Python have it: (x - x mod y) / y, an integer but for rounding,
+    rounded to it, so 1.0 // 0.1 is 9 (x / y itself rounds up to 10) and x == (x // y) * y + x % y. floor(x / y) where y
+    is 0 or either is not finite."""
+    regular = self.isfinite() & y.isfinite() & (y != 0)
+    x, d = regular.where(self, 0.0), regular.where(y, 1.0)
+    return regular.where(((x - x._float_remainder(d)) / d).round(), (self / y).floor())
   def fmod(self: Tensor, y: Tensor | Scalar) -> Tensor:
-    """C's fmod: the remainder of truncated division, with x's sign (Python's % floors and takes y's)."""
+    """C's fmod: the remainder of truncated division, with x's sign (Python's % floors and takes y's). For floats |x| mod
+    |y| with x's sign (-0.0 included), so as exact as the remainder, and x itself wherever |x| < |y|."""
     x, y = self._broadcasted(y)
-    r = x % y
-    r = ((r != 0) & ((r < 0) != (x < 0))).where(r - y, r)
-    return (x.isfinite() & y.isinf()).where(x, r) if dtypes.is_float(x.dtype) else r  # x fmod +-inf is x
+    if not dtypes.is_float(x.dtype):
+      r = x % y
+      return ((r != 0) & ((r < 0) != (x < 0))).where(r - y, r)
+    negative = (x < 0) | ((x == 0) & (x.reciprocal() < 0))
+    r = (x < 0).where(-x, x) % (y < 0).where(-y, y)
+    return negative.where(-r, r)
   def isclose(self: Tensor, other: Tensor | Scalar, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False) -> Tensor:
     """|x - y| <= atol + rtol |y| elementwise, or x == y (infinities of one sign); nan is close to nan only with equal_nan."""
     x, y = self._broadcasted(other)
@@ -173,6 +206,37 @@ class PointwiseMixin:
     return close | (x.isnan() & y.isnan()) if equal_nan else close
 
   # ---- activations ----
+  # The activations choose their kinks' slopes as PyTorch's backward does, and keep exp's argument <= 0 (or below a
+  # threshold) in every branch: a branch not taken still passes 0 * its slope, and 0 * inf is nan.
+  def relu(self: Tensor) -> Tensor:
+    """0 where x <= 0, else x (nan stays nan): slope 0 at 0, where maximum(x, 0) would share it 0.5."""
+    return (self <= 0).where(self._const_like(0), self)
+  def leaky_relu(self: Tensor, neg_slope: float = 0.01) -> Tensor: return (x := self._float()).gt(0).where(x, x * neg_slope)  # neg_slope at 0
+  def sigmoid(self: Tensor) -> Tensor:
+    """1 / (1 + e^-x) for x >= 0 and e^x / (1 + e^x) for x < 0: exp only sees -|x|, so sigmoid(-350) is 0 with slope 0
+    (1 / (1 + e^350) is 0 too, but its slope is 0 * e^350 = nan) and sigmoid(-100) keeps its subnormal e^-100."""
+    def f(x: Tensor) -> Tensor:
+      neg = x < 0
+      e = neg.where(x, -x).exp()
+      r = (1 + e).reciprocal()
+      return neg.where(e * r, r)
+    return self._math(f)
+  def tanh(self: Tensor) -> Tensor: return self._math(lambda x: 2 * (2 * x).sigmoid() - 1)
+  def silu(self: Tensor) -> Tensor: return self * self.sigmoid()
+  swish = silu
+  def softplus(self: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+    """log(1 + exp(beta x)) / beta, and x itself where beta x > threshold (as PyTorch), computed as
+    (max(bx, 0) + log(1 + exp(-|bx|))) / beta with both kinks on the same side of 0, so the slope at 0 is 1/2."""
+    x = self._float()
+    bx, neg = x * beta, x * beta < 0
+    return (bx > threshold).where(x, (neg.where(0.0, bx) + (1 + neg.where(bx, -bx).exp()).log()) / beta)
+  def elu(self: Tensor, alpha: float = 1.0) -> Tensor:
+    """x for x > 0, else alpha (exp(x) - 1); nan takes the x branch, as PyTorch's backward."""
+    nonpos = (x := self._float()) <= 0
+    return nonpos.where(alpha * (nonpos.where(x, 0.0).exp() - 1), x)
+  def hardtanh(self: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
+    """x clipped to [min_val, max_val]; unlike clamp (slope 1 at its bounds) no gradient at the bounds, as PyTorch."""
+    return (self <= min_val).where(min_val, (self >= max_val).where(max_val, self))
   def gelu(self: Tensor, approximate: str = "none") -> Tensor:
     """x P(X <= x) for a standard normal X: 0.5 x (1 + erf(x / sqrt 2)); approximate="tanh" (tinygrad's default) uses
     0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))."""

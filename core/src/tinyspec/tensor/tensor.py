@@ -533,22 +533,18 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Los
     x, y = x._float(), y._float()
     return x._new(x.uop * y.uop.recip())
   def floordiv(self, y: Tensor | Scalar, reverse: bool = False) -> Tensor:
-    """floor(self / y), PyTorch's floor_divide: IDIV for ints (x // 0 is 0 here; PyTorch raises), floor of the quotient for floats."""
+    """floor(self / y), PyTorch's floor_divide: IDIV for ints (x // 0 is 0 here; PyTorch raises), pointwise._float_floordiv for floats."""
     x, y = self._broadcasted(y, reverse)
     if x.dtype == dtypes.bool: raise RuntimeError("floor division of bool tensors is not supported")
     if dtypes.is_int(x.dtype): return x._new(UOp(Ops.IDIV, (x.uop, y.uop)))
     # float16's rounded x/y can cross an integer: compute in float32 and round once, as PyTorch
-    return x.float().floordiv(y.float()).cast(x.dtype) if x.dtype.itemsize < 4 else (x / y).floor()
+    return x.float().floordiv(y.float()).cast(x.dtype) if x.dtype.itemsize < 4 else x._float_floordiv(y)
   def mod(self, y: Tensor | Scalar, reverse: bool = False) -> Tensor:
-    """self mod y with y's sign, PyTorch's remainder: MOD for ints (x % 0 is 0), x - floor(x / y) * y for floats, and for
-    a finite x and y = +-inf, x where their signs agree (or x is 0), else y (Python's -5 % inf is inf)."""
+    """self mod y with y's sign, PyTorch's remainder: MOD for ints (x % 0 is 0), pointwise._float_remainder for floats."""
     x, y = self._broadcasted(y, reverse)
     if x.dtype == dtypes.bool: raise RuntimeError("remainder of bool tensors is not supported")
     if dtypes.is_int(x.dtype): return x._new(UOp(Ops.MOD, (x.uop, y.uop)))
-    if x.dtype.itemsize < 4: return x.float().mod(y.float()).cast(x.dtype)  # float16: as floordiv
-    by_inf = (x.abs() < math.inf) & (y.abs() == math.inf)
-    # slopes as PyTorch's remainder everywhere: 1 in x, -floor(x / y) in y (Python's 1 // -inf is -1)
-    return by_inf.where(((x == 0) | ((x < 0) == (y < 0))).where(x, y + (x - x.detach())), x - (x / y).floor() * y)
+    return x.float().mod(y.float()).cast(x.dtype) if x.dtype.itemsize < 4 else x._float_remainder(y)  # float16: as floordiv
   def neg(self) -> Tensor:
     if self.dtype == dtypes.bool: raise RuntimeError("negation of a bool tensor is not supported; use ~ or logical_not() to invert a mask")
     return self._new(-self.uop)
@@ -743,39 +739,6 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Los
     frac, odd = self - f, (f * 0.5).floor() * 2 != f
     return ((frac > 0.5) | ((frac == 0.5) & odd)).where(f + 1, f)
   def lerp(self, end: Tensor | Scalar, weight: Tensor | Scalar) -> Tensor: return self + (end - self) * weight
-
-  # ---- activations ----
-  # The activations choose their kinks' slopes as PyTorch's backward does, and keep exp's argument <= 0 (or below a
-  # threshold) in every branch: a branch not taken still passes 0 * its slope, and 0 * inf is nan.
-  def relu(self) -> Tensor:
-    """0 where x <= 0, else x (nan stays nan): slope 0 at 0, where maximum(x, 0) would share it 0.5."""
-    return (self <= 0).where(self._const_like(0), self)
-  def leaky_relu(self, neg_slope: float = 0.01) -> Tensor: return (x := self._float()).gt(0).where(x, x * neg_slope)  # neg_slope at 0
-  def sigmoid(self) -> Tensor:
-    """1 / (1 + e^-x) for x >= 0 and e^x / (1 + e^x) for x < 0: exp only sees -|x|, so sigmoid(-350) is 0 with slope 0
-    (1 / (1 + e^350) is 0 too, but its slope is 0 * e^350 = nan) and sigmoid(-100) keeps its subnormal e^-100."""
-    def f(x: Tensor) -> Tensor:
-      neg = x < 0
-      e = neg.where(x, -x).exp()
-      r = (1 + e).reciprocal()
-      return neg.where(e * r, r)
-    return self._math(f)
-  def tanh(self) -> Tensor: return self._math(lambda x: 2 * (2 * x).sigmoid() - 1)
-  def silu(self) -> Tensor: return self * self.sigmoid()
-  swish = silu
-  def softplus(self, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
-    """log(1 + exp(beta x)) / beta, and x itself where beta x > threshold (as PyTorch), computed as
-    (max(bx, 0) + log(1 + exp(-|bx|))) / beta with both kinks on the same side of 0, so the slope at 0 is 1/2."""
-    x = self._float()
-    bx, neg = x * beta, x * beta < 0
-    return (bx > threshold).where(x, (neg.where(0.0, bx) + (1 + neg.where(bx, -bx).exp()).log()) / beta)
-  def elu(self, alpha: float = 1.0) -> Tensor:
-    """x for x > 0, else alpha (exp(x) - 1); nan takes the x branch, as PyTorch's backward."""
-    nonpos = (x := self._float()) <= 0
-    return nonpos.where(alpha * (nonpos.where(x, 0.0).exp() - 1), x)
-  def hardtanh(self, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
-    """x clipped to [min_val, max_val]; unlike clamp (slope 1 at its bounds) no gradient at the bounds, as PyTorch."""
-    return (self <= min_val).where(min_val, (self >= max_val).where(max_val, self))
 
   # ---- the basic reductions (the rest are in reduce.py) ----
   def _axes(self, axis: int | tuple[int, ...] | list[int] | None) -> tuple[int, ...]:
