@@ -79,6 +79,10 @@ def test_zero_size_reductions(dev):
   check(X.any(0), np.zeros(4, bool))
   check(X.all(0), np.ones(4, bool))
   with pytest.raises(RuntimeError): X.max(0)
+  y = data(dtypes.float32, (3, 4))  # an empty slice of a real buffer: the kernel loops zero times over the reduced axis
+  Y = Tensor(y, device=dev)
+  check(Y[:0].sum(0), np.zeros(4, np.float32))
+  check(Y[:, :0].sum(1) - 1, np.full(3, -1.0, np.float32))
 
 def test_zero_size_movement_and_matmul(dev):
   e, y = np.zeros((0, 3), np.float32), data(dtypes.float32, (2, 3))

@@ -483,8 +483,10 @@ def search_start(kernel: UOp, renderer: Renderer) -> UOp:
   return _retype(kernel, AxisType.LOOP, AxisType.GLOBAL) if is_gpu(renderer) else kernel
 
 def heuristic_opts(kernel: UOp, renderer: Renderer) -> list[Opt]:
-  """The opts picked without search: `gpu_opts` on a GPU, else `hand_coded`."""
+  """The opts picked without search: `gpu_opts` on a GPU, else `hand_coded`; none for a kernel with an empty axis (a sum
+  over zero elements), which has no work to spread and whose axes cannot be split."""
   start = search_start(kernel, renderer)
+  if any(r.size == 0 for r in axes(start)): return []
   return gpu_opts(start, renderer) if is_gpu(renderer) else hand_coded(start, renderer)
 
 def optimize(kernel: UOp, renderer: Renderer, opts: list[Opt] | None = None) -> UOp:

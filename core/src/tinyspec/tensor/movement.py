@@ -267,7 +267,7 @@ class MovementMixin:
     x = x[..., max(0, -offset):, max(0, offset):] if r and c else x
     n = max(0, min(x.shape[-2], x.shape[-1]))
     lead = x.shape[:-2]
-    if n == 0: return type(self).zeros(*lead, 0, dtype=self.dtype, device=self.device)
+    if n == 0: return x[..., :0, :0].reshape(*lead, 0)  # empty, still a view of self: backward gives it zeros, as PyTorch
     x = x[..., :n, :n].reshape(*lead, n * n).pad([None] * len(lead) + [(0, n)])
     return x.reshape(*lead, n, n + 1)[..., 0]
   def diag(self: Tensor, diagonal: int = 0) -> Tensor:

@@ -123,7 +123,7 @@ class ReduceMixin:
   def logsumexp(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:
     """log(sum(exp(x))) over `axis`, computed stably around the max; -inf over an empty axis."""
     x, axes = self._float(), self._axes(axis)
-    if any(self.shape[a] == 0 for a in axes): return self._full_like_shape(_reduced_shape(self.shape, axes, keepdim), -math.inf, x.dtype)
+    if any(self.shape[a] == 0 for a in axes): return x.sum(axes, keepdim) - math.inf  # -inf, an empty sum's: it keeps x's graph
     # the shift by the max cancels exactly, so it takes no gradient (through it only rounding noise would flow)
     m = x.max(axes, keepdim=True).detach()
     m = (m.abs() == math.inf).where(0.0, m)  # an infinite max would make x - m nan; shifting by 0 gives torch's inf/-inf
