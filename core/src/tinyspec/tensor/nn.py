@@ -96,7 +96,7 @@ def _linear_taps(n: int, m: int, ratio: float, align_corners: bool | None) -> tu
   return i0, np.minimum(i0 + 1, n - 1), src - i0
 
 
-def _resize_uint8(x: Tensor, taps: list) -> Tensor:
+def _resize_uint8(x: Tensor, taps: list[tuple[int, tuple[np.ndarray, np.ndarray, np.ndarray]]]) -> Tensor:
   """PyTorch's uint8 bilinear resize, bit for bit: axes are resized last first, each pass rounding back to uint8. A
   pass's weights are integers scaled by 2**bits, where bits is the most that keeps twice the largest weight of the axis
   under 2**15; the sum gets half of 2**bits added before it is shifted down. An axis that keeps its size is left as is."""
