@@ -7,19 +7,16 @@ python bench/cnn_step.py [--steps 50] [--device CPU]. Each system's first loss (
 numpy forward pass of the same weights, so both provably train the same model."""
 from __future__ import annotations
 
-import argparse
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
+import training  # bench/training.py: the timing and the command line both training benches share
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 import cnn  # examples/cnn.py: the model and its generated images
 
 BATCH, LR, EPS = 32, 1e-3, 1e-5
-WARMUP = 3  # untimed steps first: the first compiles (and TinyJit captures on the second)
 CHANNELS = ((1, 8), (8, 16))
 
 
@@ -60,20 +57,11 @@ def numpy_loss(w: dict[str, np.ndarray], x: np.ndarray, y: np.ndarray) -> float:
 
 def tinyspec_step(device: str):
   """examples/cnn.py's CNN and training step (TinyJit, Adam), from the initial weights: returns step(x, y) -> loss."""
-  from tinyspec import Tensor, TinyJit
+  from tinyspec import Tensor
   from tinyspec.nn import optim, state
   model = cnn.CNN(device)
   state.load_state_dict(model, {k: Tensor(v, device=device) for k, v in initial_weights().items()}, strict=False)
-  opt = optim.Adam([t for k, t in state.get_state_dict(model).items() if k in initial_weights()], lr=LR)
-
-  @TinyJit
-  def train_step(x: Tensor, y: Tensor) -> Tensor:
-    with Tensor.train():
-      opt.zero_grad()
-      loss = model(x).cross_entropy(y)
-      loss.backward()
-      opt.step()
-    return loss
+  train_step = cnn.training_step(model, optim.Adam([t for k, t in state.get_state_dict(model).items() if k in initial_weights()], lr=LR))
   return lambda x, y: train_step(Tensor(x, device=device), Tensor(y, device=device)).item()
 
 def torch_step(device: str):
@@ -107,28 +95,11 @@ def torch_step(device: str):
 STEPS = {"tinyspec": tinyspec_step, "torch": torch_step}
 
 def measure(lib: str, device: str, steps: int) -> float:
-  """Median seconds per training step after WARMUP untimed ones; raises if the first loss is not numpy's."""
-  step, data = STEPS[lib](device), batches(WARMUP + steps)
-  first = step(*data[0])
-  want = numpy_loss(initial_weights(), *data[0])
-  if not abs(first - want) <= 1e-4 * abs(want): raise AssertionError(f"first loss {first} differs from numpy's {want}")
-  for x, y in data[1:WARMUP]: step(x, y)
-  times = []
-  for x, y in data[WARMUP:]:
-    t0 = time.perf_counter()
-    step(x, y)
-    times.append(time.perf_counter() - t0)
-  return statistics.median(times)
+  """Median seconds per training step of `lib` after training.WARMUP untimed ones; raises if the first loss is not numpy's."""
+  data = batches(training.WARMUP + steps)
+  return training.median_step(STEPS[lib](device), data, numpy_loss(initial_weights(), *data[0]))
 
-def main() -> int:
-  ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  ap.add_argument("--steps", type=int, default=50)
-  ap.add_argument("--device", default="CPU", help="tinyspec's device")
-  args = ap.parse_args()
-  for lib in STEPS:
-    t = measure(lib, args.device, args.steps)
-    print(f"{lib:<9s} {t * 1e3:7.2f} ms/step  {BATCH / t:8.0f} images/s")
-  return 0
+def main() -> int: return training.main(__doc__, list(STEPS), measure, BATCH, "images/s", 50)
 
 if __name__ == "__main__":
   raise SystemExit(main())

@@ -7,18 +7,15 @@ losses: python bench/gpt_step.py [--steps 30] [--device CPU]. Each system's firs
 against a numpy forward pass of the same weights, so both provably train the same model."""
 from __future__ import annotations
 
-import argparse
 import math
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
+import training  # bench/training.py: the timing and the command line both training benches share
 
 VOCAB, CONTEXT, DIM, HEADS, LAYERS, BATCH, LR = 80, 64, 64, 4, 2, 16, 3e-3
 TOKENS = BATCH * CONTEXT  # per step
-WARMUP = 3  # untimed steps first: the first compiles (and TinyJit captures on the second)
 
 
 def initial_weights() -> dict[str, np.ndarray]:
@@ -67,19 +64,11 @@ def tinyspec_step(device: str):
   """examples/gpt.py's GPT and training step (TinyJit, AdamW), from the initial weights: returns step(x, y) -> loss."""
   sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
   import gpt
-  from tinyspec import Tensor, TinyJit
+  from tinyspec import Tensor
   from tinyspec.nn import optim, state
   model = gpt.GPT(VOCAB, CONTEXT, DIM, HEADS, LAYERS, device)
   state.load_state_dict(model, {k: Tensor(v, device=device) for k, v in initial_weights().items()})
-  opt = optim.AdamW(state.get_parameters(model), lr=LR, weight_decay=0.01)
-
-  @TinyJit
-  def train_step(x: Tensor, y: Tensor) -> Tensor:
-    opt.zero_grad()
-    loss = model(x).reshape(-1, VOCAB).cross_entropy(y.reshape(-1))
-    loss.backward()
-    opt.step()
-    return loss
+  train_step = gpt.training_step(model, optim.AdamW(state.get_parameters(model), lr=LR, weight_decay=0.01))
   return lambda x, y: train_step(Tensor(x, device=device), Tensor(y, device=device)).item()
 
 def torch_step(device: str):
@@ -126,28 +115,11 @@ def torch_step(device: str):
 STEPS = {"tinyspec": tinyspec_step, "torch": torch_step}
 
 def measure(lib: str, device: str, steps: int) -> float:
-  """Median seconds per training step after WARMUP untimed ones; raises if the first loss is not numpy's."""
-  step, data = STEPS[lib](device), batches(WARMUP + steps)
-  first = step(*data[0])
-  want = numpy_loss(initial_weights(), *data[0])
-  if not abs(first - want) <= 1e-4 * abs(want): raise AssertionError(f"first loss {first} differs from numpy's {want}")
-  for x, y in data[1:WARMUP]: step(x, y)
-  times = []
-  for x, y in data[WARMUP:]:
-    t0 = time.perf_counter()
-    step(x, y)
-    times.append(time.perf_counter() - t0)
-  return statistics.median(times)
+  """Median seconds per training step of `lib` after training.WARMUP untimed ones; raises if the first loss is not numpy's."""
+  data = batches(training.WARMUP + steps)
+  return training.median_step(STEPS[lib](device), data, numpy_loss(initial_weights(), *data[0]))
 
-def main() -> int:
-  ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  ap.add_argument("--steps", type=int, default=30)
-  ap.add_argument("--device", default="CPU", help="tinyspec's device")
-  args = ap.parse_args()
-  for lib in STEPS:
-    t = measure(lib, args.device, args.steps)
-    print(f"{lib:<9s} {t * 1e3:7.2f} ms/step  {TOKENS / t / 1e3:6.1f} k tokens/s")
-  return 0
+def main() -> int: return training.main(__doc__, list(STEPS), measure, TOKENS / 1e3, "k tokens/s", 30)
 
 if __name__ == "__main__":
   raise SystemExit(main())

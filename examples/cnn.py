@@ -48,6 +48,20 @@ class CNN:
     return self.fc(x.flatten(1))
 
 
+def training_step(model: CNN, opt: optim.Optimizer) -> TinyJit:
+  """One step of training in train mode (BatchNorm on the batch's statistics): loss, backward, update; captured by TinyJit.
+  Called with (images, labels), it returns the loss before the update."""
+  @TinyJit
+  def step(x: Tensor, y: Tensor) -> Tensor:
+    with Tensor.train():
+      opt.zero_grad()
+      loss = model(x).cross_entropy(y)
+      loss.backward()
+      opt.step()
+    return loss
+  return step
+
+
 def main(argv: list[str] | None = None) -> int:
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument("--steps", type=int, default=200)
@@ -62,15 +76,7 @@ def main(argv: list[str] | None = None) -> int:
   opt = optim.Adam(state.get_parameters(model), lr=1e-3)
   schedule = lr_scheduler.OneCycleLR(opt, max_lr=1e-2, total_steps=args.steps)
 
-  @TinyJit
-  def train_step(x: Tensor, y: Tensor) -> Tensor:
-    with Tensor.train():
-      opt.zero_grad()
-      loss = model(x).cross_entropy(y)
-      loss.backward()
-      opt.step()
-    return loss
-
+  train_step = training_step(model, opt)
   print(f"cnn: {len(CLASSES)} classes of generated {SIZE}x{SIZE} images, {args.steps} steps of {args.batch}", flush=True)
   start, losses = time.perf_counter(), []
   bar = tqdm(range(args.steps), desc="training", unit="step", file=sys.stderr, mininterval=0.2 if sys.stderr.isatty() else 2.0)

@@ -61,6 +61,20 @@ class GPT:
     return self.head(self.norm(x))
 
 
+def training_step(model: GPT, opt: optim.Optimizer) -> TinyJit:
+  """One step of next-token training: cross-entropy over every position, backward, update; captured by TinyJit. Called
+  with (tokens, next tokens), it returns the loss before the update."""
+  @TinyJit
+  def step(x: Tensor, y: Tensor) -> Tensor:
+    opt.zero_grad()
+    logits = model(x)
+    loss = logits.reshape(-1, logits.shape[-1]).cross_entropy(y.reshape(-1))
+    loss.backward()
+    opt.step()
+    return loss
+  return step
+
+
 def main(argv: list[str] | None = None) -> int:
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument("--steps", type=int, default=300, help="training steps")
@@ -86,14 +100,7 @@ def main(argv: list[str] | None = None) -> int:
   warmup = max(1, args.steps // 10)
   schedule = lr_scheduler.LinearLR(opt, start_factor=0.1, total_iters=warmup)
 
-  @TinyJit
-  def train_step(x: Tensor, y: Tensor) -> Tensor:
-    opt.zero_grad()
-    loss = model(x).reshape(-1, len(chars)).cross_entropy(y.reshape(-1))
-    loss.backward()
-    opt.step()
-    return loss
-
+  train_step = training_step(model, opt)
   print(f"gpt: {len(text)} characters of docs, {len(chars)} distinct; {sum(p.numel() for p in params)} parameters; "
         f"{args.steps} steps of {args.batch} x {args.context} on {args.device or 'the default device'}", flush=True)
   start, losses = time.perf_counter(), []
