@@ -82,6 +82,7 @@ def test_aliases_and_names():
   assert dtypes.from_name("half") is dtypes.float16 and to_dtype(np.float32) is dtypes.float32
   for bad in ("float128", "vec", "is_float"):
     with pytest.raises(ValueError, match="unknown dtype name"): dtypes.from_name(bad)
+  with pytest.raises(AttributeError, match="unknown dtype name ''"): dtypes.from_name("")  # what getattr(dtypes, "") raises
 
 def test_from_py():
   assert dtypes.from_py(True) is dtypes.bool and dtypes.from_py(np.bool_(False)) is dtypes.bool  # bool before int: bool is an int in Python

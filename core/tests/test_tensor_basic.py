@@ -146,6 +146,10 @@ def test_full_zeros_ones_empty():
   with pytest.raises(RuntimeError, match="negative"): Tensor.zeros(-1)
   with pytest.raises(TypeError, match="ints"): Tensor.zeros(2.0)
   with pytest.raises(TypeError, match="ints"): Tensor.zeros((2, 1.0))
+  for make in (Tensor.zeros, Tensor.kaiming_uniform):  # a sequence and more sizes: PyTorch's TypeError, tinygrad's ValueError
+    with pytest.raises(TypeError, match="one sequence"): make((2, 3), 3)
+    with pytest.raises(ValueError, match="one sequence"): make((2, 3), 3)
+  with pytest.raises(AttributeError, match="unknown dtype name"): Tensor([1.0, 2.0]).sum(dtype="")
 
 @pytest.mark.parametrize("args", [(10,), (0,), (1,), (2, 9), (2, 9, 3), (9, 2, -2), (-3, 7, 4), (5, 5), (5, 2), (0, 1, 0.1), (1.5, -2.25, -0.25),
                                   (0, 10, 0.3), (-1, 1, 0.2), (100,), (3.0,), (2, 1000, 7)])

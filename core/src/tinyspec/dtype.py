@@ -132,8 +132,12 @@ class dtypes:
   def from_name(name: str) -> DType:
     """Look up a dtype by name: "float32", or an alias such as "float" or "half"."""
     dt = getattr(dtypes, name, None)
-    if not isinstance(dt, DType): raise ValueError(f"unknown dtype name {name!r}")
+    if not isinstance(dt, DType): raise UnknownDTypeName(f"unknown dtype name {name!r}")
     return dt
+
+class UnknownDTypeName(ValueError, AttributeError):
+  """A dtype name that is not an attribute of `dtypes`: a ValueError, and the AttributeError that `getattr(dtypes, name)`
+  (tinygrad's lookup) raises, so code written for either catches it."""
 
 FLOATS = (dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)
 UINTS = (dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64)

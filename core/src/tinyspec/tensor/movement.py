@@ -39,6 +39,10 @@ class ShapeError(RuntimeError, ValueError):
   RuntimeError there, tinygrad (and Python, for a bad argument) a ValueError; this is both, so code written for either
   catches it (numpy's AxisError is a ValueError and an IndexError for the same reason)."""
 
+class ShapeArgError(TypeError, ValueError):
+  """A shape argument not in either accepted form (sizes, or one sequence of sizes): PyTorch's TypeError and tinygrad's
+  ValueError, as ShapeError."""
+
 class ZeroDimError(RuntimeError, IndexError):
   """An op that needs an axis applied to a 0-d tensor: PyTorch's RuntimeError and tinygrad's IndexError, as ShapeError."""
 
@@ -78,7 +82,7 @@ def shape_arg(*args: Any) -> tuple:
   variable (or an expression of bound variables) where a shape may be symbolic."""
   if len(args) == 1 and isinstance(args[0], (tuple, list)): args = tuple(args[0])
   if not all((isinstance(s, _INT) and not isinstance(s, bool)) or _symbolic_size(s) for s in args):
-    raise TypeError(f"a shape must be ints (or bound variables), got {args}")
+    raise ShapeArgError(f"a shape must be ints (or bound variables), as sizes or one sequence of them, got {args}")
   shape = tuple(s if isinstance(s, UOp) else int(s) for s in args)
   if all(sint_max(s) >= 0 for s in shape) and (n := math.prod(sint_max(s) for s in shape)) >= 2 ** 63:
     raise ValueError(f"shape {shape} has {n} elements: past 2**63, more than any device can address")
