@@ -397,6 +397,12 @@ EXTREME = [
   ("sinh", Tensor.sinh, torch.sinh, [89.0, -89.0, 89.4, -20.5, 25.0]), ("cosh", Tensor.cosh, torch.cosh, [89.0, -89.0, 89.4, -20.5, 25.0]),
   ("acosh", Tensor.acosh, torch.acosh, [-1e4, -1e6, -2.0, 0.5, 1e10, 1.5, 1.0]),
   ("atanh", Tensor.atanh, torch.atanh, [1.0, -1.0, -0.999999, 0.999999, -0.9999, 1.5, -1.5]),
+  ("asin", Tensor.asin, torch.asin, [1.0, -1.0, 0.999999, -0.999, 0.5, 1.5]), ("acos", Tensor.acos, torch.acos, [1.0, -1.0, 0.999999, -0.999, 0.7]),
+  ("mish", Tensor.mish, F.mish, [3e38, -3e38, 1e4, -1e4, -100.0, 20.5]),
+  ("hardsigmoid_nan", Tensor.hardsigmoid, F.hardsigmoid, [math.nan, 3.0, -3.0, 2.5]), ("hardswish_nan", Tensor.hardswish, F.hardswish, [math.nan, 3.0, -3.0, 2.5, -4.0]),
+  ("clamp_nan", lambda x: x.clamp(-1, 1), lambda x: x.clamp(-1, 1), [math.nan, 1.0, -1.0, 0.5]),
+  ("remainder", lambda x: x % 2.0, lambda x: torch.remainder(x, 2.0), [-4.0, -0.0, 0.0, -1e-30, 3e38, math.inf, math.nan]),
+  ("fmod", lambda x: x.fmod(-2.0), lambda x: torch.fmod(x, -2.0), [-4.0, -0.0, 0.0, -1e-30, 3e38, math.inf, math.nan]),
   ("normalize_inf", lambda x: x.normalize(p=math.inf, dim=1), lambda x: F.normalize(x, p=math.inf, dim=1), [[1.0, -3.0, 2.0], [0.5, 0.25, -0.125]]),
   ("normalize_zero_row", lambda x: x.normalize(dim=1), lambda x: F.normalize(x, dim=1), [[0.0, 0.0], [3.0, 4.0]]),
   ("normalize_p3_zero_row", lambda x: x.normalize(p=3, dim=1), lambda x: F.normalize(x, p=3, dim=1), [[0.0, 0.0], [3.0, 4.0]]),
@@ -405,6 +411,16 @@ EXTREME = [
 @pytest.mark.parametrize("name, ours, theirs, x", EXTREME, ids=[p[0] for p in EXTREME])
 def test_extreme_inputs(name, ours, theirs, x):
   with np.errstate(all="ignore"): check(ours, theirs, np.array(x, np.float32), rtol=1e-5, atol=1e-6)
+
+def test_floor_division_family_keeps_pytorchs_signs_and_infinities():
+  """remainder, fmod and floor_divide as PyTorch computes them from C's exact fmod: a zero result keeps x's sign (floor
+  division's, x / y's), -1e-30 mod 2 rounds to 2 (so -1e-30 // 2 is -1), inf // 2 is nan and -1e-4 // inf is -1."""
+  x = np.array([-4.0, 4.0, -0.0, 0.0, -1e-30, 1e-30, math.inf, -1e-4, 1e-4, 0.0, 5.0, 1.0, 1e4], np.float32)
+  y = np.array([2.0, -2.0, 3.0, -3.0, 2.0, -2.0, 2.0, math.inf, -math.inf, -math.inf, 0.0, 0.1, 0.999], np.float32)
+  for ours, theirs in ((lambda a, b: a % b, torch.remainder), (lambda a, b: a.fmod(b), torch.fmod), (lambda a, b: a // b, torch.floor_divide)):
+    got, want = ours(Tensor(x), Tensor(y)).numpy(), theirs(torch.tensor(x), torch.tensor(y)).numpy()
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.signbit(got[~np.isnan(want)]), np.signbit(want[~np.isnan(want)]))
 
 def test_remainder_by_infinity_and_zero_probabilities():
   """x % +-inf and fmod(x, +-inf) are x (or, for remainder, inf of y's sign where x's sign differs); binary_cross_entropy's

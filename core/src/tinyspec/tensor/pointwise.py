@@ -94,9 +94,22 @@ class PointwiseMixin:
       return big.where(math.pi / 2, mid.where(math.pi / 4, 0.0)) + r + r * z * _poly(z, _ATAN_C)
     return self._math(lambda x: _odd(x, f))
   def asin(self: Tensor) -> Tensor:
-    """arcsin = atan(x / sqrt(1 - x^2)): +-pi/2 at +-1, nan outside [-1, 1]."""
-    return self._math(lambda x: (x * (1 - x * x).rsqrt()).atan())
-  def acos(self: Tensor) -> Tensor: return self._math(lambda x: math.pi / 2 - x.asin())
+    """arcsin = atan(x / sqrt(1 - x^2)), nan outside [-1, 1]; at +-1 it is +-(pi/2 - sqrt(2 (1 - |x|))), exactly +-pi/2
+    with sqrt's slope at 0, inf, as PyTorch's 1 / sqrt(1 - x^2) (atan's 0 times the quotient's inf would be nan)."""
+    def f(x: Tensor) -> Tensor:
+      edge = x.abs() == 1
+      inner, at_edge = edge.where(0.0, x), edge.where(x, 0.0)  # each branch finite where the other is taken
+      return edge.where(_odd(at_edge, lambda a: math.pi / 2 - (2 * (1 - a)).sqrt()), (inner * ((1 - inner) * (1 + inner)).rsqrt()).atan())
+    return self._math(f)
+  def acos(self: Tensor) -> Tensor:
+    """pi/2 - arcsin x for |x| <= 1/2, and 2 arcsin(sqrt((1 - |x|) / 2)) (pi minus it below 0) beyond, which keeps the
+    digits pi/2 - arcsin would cancel near +-1; slope -inf at +-1 from sqrt's at 0."""
+    def f(x: Tensor) -> Tensor:
+      outer = x.abs() > 0.5
+      side = outer.where(x, 0.0)  # each branch finite where the other is taken
+      v = 2 * (((1 - (side < 0).where(-side, side)) * 0.5).sqrt()).asin()
+      return outer.where((side < 0).where(math.pi - v, v), math.pi / 2 - outer.where(0.0, x).asin())
+    return self._math(f)
   def sinh(self: Tensor) -> Tensor:
     """Odd; for x >= 0, (e + e / (e + 1)) / 2 with e = expm1(x) (that is (e^x - e^-x) / 2 without cancellation for small
     x), and e^(x - ln 2) past 20 (finite up to 89.4, where e^x alone overflows at 88.7)."""
@@ -158,15 +171,15 @@ class PointwiseMixin:
     x, y = self._float()._broadcasted(y, match_dtype=False)
     neg = (y < 0) | ((y == 0) & (y._float().reciprocal() < 0))
     return neg.where(-x.abs(), x.abs())
-  def _float_remainder(self: Tensor, y: Tensor) -> Tensor:
-    """x mod y for float32/64 x and y (same shape), with y's sign: r = x - q y for q = floor(x / y), where q y is taken
-    exactly as p + e (Dekker's product of Veltkamp halves) while |q| < 2**(mantissa bits), so r rounds once, as C's fmod
-    (1e4 mod 0.999: 0.0098711, not 0.0097656); an r that x / y's rounding left outside [0, y) is folded back. For a finite x
-    and y = +-inf: x where their signs agree (or x is 0), else y (Python's -5 % inf is inf). The slopes are PyTorch's:
-    1 in x, -floor(x / y) in y."""
-    by_inf = (self.abs() < math.inf) & (y.abs() == math.inf)
-    x, d = by_inf.where(0.0, self), by_inf.where(1.0, y)  # the general case's inputs, finite where it is not used (0 * nan)
-    q = (x / d).floor()
+  def _float_fmod(self: Tensor, y: Tensor) -> Tensor:
+    """C's fmod for float32/64 x and y (same shape), exact as C's: x - q y for q = trunc(x / y), with q y taken exactly as
+    p + e (Dekker's product of Veltkamp halves) while |q| < 2**(mantissa bits), then moved by one y where x / y rounded
+    across an integer; x's sign, -0.0 included. x itself for a finite x and y = +-inf; nan for x = +-inf, y = 0 or a nan,
+    and rounded (unlike C) past |x / y| = 2**(mantissa bits), see below.
+    Slopes as PyTorch's: 1 in x, -trunc(x / y) in y."""
+    regular, by_inf = self.isfinite() & y.isfinite() & (y != 0), self.isfinite() & y.isinf()
+    x, d = regular.where(self, 0.0), regular.where(y, 1.0)  # finite where the general case is not used (0 * nan)
+    q = (x / d).trunc()
     bits = 24 if x.dtype == dtypes.float32 else 53
     split = float(2 ** ((bits + 1) // 2) + 1)
     def halves(v: Tensor) -> tuple[Tensor, Tensor]:
@@ -176,27 +189,39 @@ class PointwiseMixin:
     (qh, ql), (dh, dl) = halves(exact.where(q, 0.0)), halves(exact.where(d.detach(), 0.0))
     p = q * d
     e = exact.where((((qh * dh - p.detach()) + qh * dl) + ql * dh) + ql * dl, 0.0).detach()  # q d - p, a rounding correction
-    r = (x - p) - e
-    r = r - (r / d).floor() * d  # q was a few off where x / d rounded across integers: r is then a small multiple of d off
-    r = ((r != 0) & ((r < 0) != (d < 0))).where(r + d, r)  # and r / d itself rounded to an integer: one more d
-    return by_inf.where(((self == 0) | ((self < 0) == (y < 0))).where(self, y + (self - self.detach())), r)
+    f, negative = (x - p) - e, (x < 0) | (x.reciprocal() < 0)
+    toward_x = (negative == (d < 0)).where(d, -d)  # |y| with x's sign
+    f = (f.abs() >= d.abs()).where(f - toward_x, f)  # q one short of x / y's integer part: one more y
+    f = ((f != 0) & ((f < 0) != negative)).where(f + toward_x, f)  # q one past it: one y back
+    f = ((f == 0) & negative).where(-(f.detach() - f), f)  # a zero takes x's sign, slope kept
+    # past |q| = 2**bits (no exact product, and x / y's rounding can put q many y off) f is exact only where q y is a float
+    # (a power-of-two y); nan where one y did not bring it into range (q = inf, say). C's fmod is exact at any size.
+    f = (exact | (f.abs() < d.abs())).where(f, (x - x.detach()) + math.nan)
+    undefined = (regular | by_inf).logical_not()
+    nan = (self - self.detach()) + (y - y.detach()) * undefined.where(math.nan, 0.0) + math.nan  # PyTorch's slopes: 1 in x, nan in y
+    return regular.where(f, by_inf.where(self, nan))
+  def _float_remainder(self: Tensor, y: Tensor) -> Tensor:
+    """x mod y with y's sign for float32/64 x and y, PyTorch's (and C's) way: f = fmod(x, y), then f + y where f is not 0
+    and its sign is not y's, rounded once, so a zero keeps x's sign and -1e-30 mod 2 is 2. For a finite x and y = +-inf: x
+    where their signs agree (or x is 0), else y. Slopes: 1 in x, -floor(x / y) in y."""
+    f = self._float_fmod(y)
+    return ((f != 0) & ((f < 0) != (y < 0))).where(f + y, f)
   def _float_floordiv(self: Tensor, y: Tensor) -> Tensor:
-    """floor(x / y) for float32/64 x and y as PyTorch and Python have it: (x - x mod y) / y, an integer but for rounding,
-    rounded to it, so 1.0 // 0.1 is 9 (x / y itself rounds up to 10) and x == (x // y) * y + x % y. floor(x / y) where y
-    is 0 or either is not finite."""
-    regular = self.isfinite() & y.isfinite() & (y != 0)
-    x, d = regular.where(self, 0.0), regular.where(y, 1.0)
-    return regular.where(((x - x._float_remainder(d)) / d).round(), (self / y).floor())
+    """floor(x / y) for float32/64 x and y as PyTorch and Python compute it: (x - fmod(x, y)) / y, less one where the fmod
+    is not 0 and its sign is not y's, an integer but for rounding, rounded to it; so 1.0 // 0.1 is 9 (x / y itself rounds
+    up to 10) and x == (x // y) * y + x % y. A zero quotient takes x / y's sign; x / 0 where y is 0."""
+    f = self._float_fmod(y)
+    q = (self - f) / y
+    q = ((f != 0) & ((f < 0) != (y < 0))).where(q - 1, q)
+    return (q == 0).where(self / y * 0, (y == 0).where(self / y, q.round()))
   def fmod(self: Tensor, y: Tensor | Scalar) -> Tensor:
-    """C's fmod: the remainder of truncated division, with x's sign (Python's % floors and takes y's). For floats |x| mod
-    |y| with x's sign (-0.0 included), so as exact as the remainder, and x itself wherever |x| < |y|."""
+    """C's fmod: the remainder of truncated division, with x's sign (Python's % floors and takes y's); exact for floats
+    (see _float_fmod)."""
     x, y = self._broadcasted(y)
     if not dtypes.is_float(x.dtype):
       r = x % y
       return ((r != 0) & ((r < 0) != (x < 0))).where(r - y, r)
-    negative = (x < 0) | ((x == 0) & (x.reciprocal() < 0))
-    r = (x < 0).where(-x, x) % (y < 0).where(-y, y)
-    return negative.where(-r, r)
+    return x.float()._float_fmod(y.float()).cast(x.dtype) if x.dtype.itemsize < 4 else x._float_fmod(y)
   def isclose(self: Tensor, other: Tensor | Scalar, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False) -> Tensor:
     """|x - y| <= atol + rtol |y| elementwise, or x == y (infinities of one sign); nan is close to nan only with equal_nan."""
     x, y = self._broadcasted(other)
@@ -248,9 +273,26 @@ class PointwiseMixin:
   def relu6(self: Tensor) -> Tensor:
     """min(max(x, 0), 6); integers keep their dtype, as PyTorch's."""
     return self.clamp(0, 6) if dtypes.is_int(self.dtype) else self._float().hardtanh(0.0, 6.0)
-  def hardsigmoid(self: Tensor) -> Tensor: return (self._float() + 3).relu6() / 6
-  def hardswish(self: Tensor) -> Tensor: return self * self.hardsigmoid()
-  def mish(self: Tensor) -> Tensor: return self * self.softplus().tanh()
+  def hardsigmoid(self: Tensor) -> Tensor:
+    """(x + 3) / 6 clipped to [0, 1]; slope 1/6 strictly inside (-3, 3) only, so 0 at the bounds and at nan, as PyTorch."""
+    x = self._float()
+    return ((x > -3) & (x < 3)).where((x + 3) / 6, (x <= -3).where(0.0, (x >= 3).where(1.0, x.detach())))
+  def hardswish(self: Tensor) -> Tensor:
+    """x (x + 3) / 6 inside (-3, 3), 0 below, x above and at nan (slope 1 there, as PyTorch; x times hardsigmoid's would be nan)."""
+    x = self._float()
+    inside = (x > -3) & (x < 3)
+    xi = inside.where(x, 0.0)  # finite where unused: its branch passes 0 * slope back, and 0 * nan is nan
+    return (x <= -3).where(0.0, inside.where(xi * (xi + 3) / 6, x))
+  def mish(self: Tensor) -> Tensor:
+    """x tanh(softplus(x)), the tanh as a ratio of polynomials in e = exp(-|x|): e (e + 2) / (e (e + 2) + 2) below 0 and
+    (1 + 2e) / (1 + 2e + 2e^2) above, both in [0, 1] with bounded slopes, so at |x| near 3e38 the slope is PyTorch's 0 or 1
+    (through tanh(2 softplus) the gradient x * 2 overflows to inf, then meets tanh's slope 0)."""
+    def f(x: Tensor) -> Tensor:
+      neg = x < 0
+      e = neg.where(x, -x).exp()
+      t = neg.where(e * (e + 2), 1 + 2 * e) / neg.where(e * (e + 2) + 2, 1 + 2 * e + 2 * e * e)
+      return x * t
+    return self._math(f)
   def selu(self: Tensor) -> Tensor:
     """scale * elu(x, alpha) with SELU's constants."""
     return 1.0507009873554804934193349852946 * self.elu(1.6732632423543772848170429916717)

@@ -690,7 +690,7 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Los
     out = self
     if min is not None: out, lo = out._broadcasted(min); out = (out < lo).where(lo, out)
     if max is not None: out, hi = out._broadcasted(max); out = (out > hi).where(hi, out)
-    return out
+    return out.isnan().where(out.detach(), out) if dtypes.is_float(out.dtype) else out  # nan: no slope, as PyTorch's x in [min, max]
   clip = clamp
 
   # ---- unary ----
