@@ -44,6 +44,22 @@ def test_probe_says_what_to_install_without_an_adapter():
   line = devices_line(VK_ICD_FILENAMES=os.devnull, WGPU_BACKEND_TYPE="Vulkan")  # no Vulkan driver, and no other backend tried
   assert "unavailable: wgpu found no WebGPU adapter" in line and "mesa-vulkan-drivers" in line, line
 
+def test_an_opengl_adapter_is_passed_over_or_refused(monkeypatch):
+  """wgpu's OpenGL fallback (no Vulkan driver) gets integer division wrong: another backend's adapter is taken instead,
+  and with none the device is unavailable and says what to install."""
+  import types
+
+  import wgpu
+  from tinyspec_webgpu import runtime
+  def fake(backend: str): return types.SimpleNamespace(info={"device": "llvmpipe (LLVM 15.0.6, 256 bits)", "backend_type": backend,
+                                                               "adapter_type": "CPU", "description": "Mesa 22.3.6"})
+  gl, vulkan = fake("OpenGL"), fake("Vulkan")
+  monkeypatch.setattr(wgpu.gpu, "request_adapter_sync", lambda **kw: gl)
+  monkeypatch.setattr(wgpu.gpu, "enumerate_adapters_sync", lambda: [gl, vulkan])
+  assert runtime.adapter.__wrapped__() is vulkan
+  monkeypatch.setattr(wgpu.gpu, "enumerate_adapters_sync", lambda: [gl])
+  with pytest.raises(RuntimeError, match="wgpu found only llvmpipe .* OpenGL backend .* mesa-vulkan-drivers"): runtime.adapter.__wrapped__()
+
 def test_wgsl_errors_surface_with_the_line():
   rt = Device[DEV]
   with pytest.raises(CompileError) as e: rt.compiler.compile("@compute @workgroup_size(1)\nfn k() { let x: i32 = 1.5f; }\n")

@@ -20,13 +20,18 @@ from tinyspec.device.memory import format_bytes
 from tinyspec_webgpu.compiler import WGSLCompiler, build_pipeline
 from tinyspec_webgpu.renderer import WGSLRenderer, dispatch_grid
 
-INSTALL = ("wgpu found no WebGPU adapter: no Vulkan, Metal or D3D12 driver here. Without a GPU, install Vulkan's software "
-           "driver lavapipe (Debian/Ubuntu: apt-get install mesa-vulkan-drivers; Fedora: dnf install mesa-vulkan-drivers)")
+ADVICE = ("Without a GPU, install Vulkan's software driver lavapipe (Debian/Ubuntu: apt-get install mesa-vulkan-drivers; "
+          "Fedora: dnf install mesa-vulkan-drivers)")
+INSTALL = f"wgpu found no WebGPU adapter: no Vulkan, Metal or D3D12 driver here. {ADVICE}"
+# wgpu falls back to OpenGL where there is no Vulkan driver, but its OpenGL backend gets integer division and some
+# kernels wrong (12 conformance failures on Mesa 22's llvmpipe): such an adapter is refused, with the same advice
+UNSUPPORTED_BACKENDS = ("OpenGL",)
 # the limits a kernel's shape depends on: the device asks for the adapter's own, not WebGPU's defaults
 LIMITS = ("max-storage-buffers-per-shader-stage", "max-storage-buffer-binding-size", "max-buffer-size", "max-compute-workgroup-storage-size",
           "max-compute-invocations-per-workgroup", "max-compute-workgroup-size-x", "max-compute-workgroup-size-y",
           "max-compute-workgroup-size-z", "max-compute-workgroups-per-dimension")
-# loop iterations per lane a driver runs before it silently stops looping: Mesa 22's llvmpipe (Debian 12's lavapipe)
+# loop iterations per lane a driver runs before it silently stops looping, by the adapter's device name (its first word):
+# Mesa 22's llvmpipe, as Vulkan's lavapipe (Debian 12's mesa-vulkan-drivers) and as OpenGL (wgpu's fallback without them)
 LOOP_LIMITS = {"llvmpipe": 65535}
 MAX_PENDING = 512  # dispatches recorded before the encoder is submitted anyway: a command buffer's size stays bounded
 USAGE = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
@@ -37,6 +42,12 @@ def adapter() -> wgpu.GPUAdapter:
   try: found = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
   except RuntimeError as e:  # "Request adapter failed (3): Validation Error\n\nCaused by:\n  No suitable graphics adapter found; ..."
     raise RuntimeError(f"{INSTALL} (wgpu: {str(e).strip().splitlines()[-1].strip()})") from None
+  if found is not None and found.info["backend_type"] in UNSUPPORTED_BACKENDS:
+    others = [a for a in wgpu.gpu.enumerate_adapters_sync() if a.info["backend_type"] not in UNSUPPORTED_BACKENDS]
+    if not others:
+      raise RuntimeError(f"wgpu found only {label(found)}: tinyspec does not support wgpu's {found.info['backend_type']} backend "
+                         f"(it gets integer division wrong). {ADVICE}")
+    found = others[0]
   if found is None: raise RuntimeError(INSTALL)
   return found
 
@@ -56,9 +67,10 @@ def renderer_for(device: wgpu.GPUDevice) -> WGSLRenderer:
   """The renderer with the limits `device` was granted, float16 where it has shader-f16."""
   lim = device.limits
   sizes = tuple(lim[f"max-compute-workgroup-size-{d}"] for d in "xyz")
+  loop_limit = LOOP_LIMITS.get(device.adapter.info["device"].split(" ")[0])
   return WGSLRenderer(f16="shader-f16" in device.features, local_max=sizes, max_invocations=lim["max-compute-invocations-per-workgroup"],
                       shared_max=lim["max-compute-workgroup-storage-size"], dispatch_max=lim["max-compute-workgroups-per-dimension"],
-                      max_buffers=lim["max-storage-buffers-per-shader-stage"], max_loop_iterations=LOOP_LIMITS.get(device.adapter.info["vendor"]))
+                      max_buffers=lim["max-storage-buffers-per-shader-stage"], max_loop_iterations=loop_limit)
 
 def _padded(n: int) -> int: return max(4, (n + 3) // 4 * 4)  # WebGPU copies and binds whole 4-byte words
 
