@@ -465,3 +465,15 @@ def test_remainder_and_fmod_round_once():
     y = np.concatenate([gen.uniform(0.1, 3, 4000) * gen.choice([-1, 1], 4000), gen.standard_normal(500), [0.999, 0.999, -3.0]]).astype(dt)
     for ours, theirs in ((lambda a, b: a % b, torch.remainder), (lambda a, b: a.fmod(b), torch.fmod)):
       np.testing.assert_array_max_ulp(ours(Tensor(x), Tensor(y)).numpy(), theirs(torch.tensor(x), torch.tensor(y)).numpy(), maxulp=1)
+
+def test_porting_helpers_match_pytorch():
+  """allclose (a Python bool), nbytes (a property), is_floating_point, and the dtypes randperm and multinomial give."""
+  pairs = [([1.0, 2.0], [1.0, 2.00001]), ([1.0, math.nan], [1.0, math.nan]), ([math.inf], [math.inf]), ([1.0], [1.1]), ([0.0], [1e-9])]
+  for a, b in pairs:
+    for equal_nan in (False, True):
+      assert Tensor(a).allclose(Tensor(b), equal_nan=equal_nan) == torch.allclose(torch.tensor(a), torch.tensor(b), equal_nan=equal_nan)
+  for dt, tdt in (("float16", torch.float16), ("int64", torch.int64), ("bool", torch.bool)):
+    t, r = Tensor.ones(3, 5, dtype=dt), torch.ones(3, 5, dtype=tdt)
+    assert t.nbytes == r.nbytes and t.is_floating_point() == r.is_floating_point()
+  assert str(Tensor.randperm(4).dtype).endswith(str(torch.randperm(4).dtype).split(".")[1])
+  assert str(Tensor([1.0, 2.0]).multinomial(1).dtype).endswith(str(torch.tensor([1.0, 2.0]).multinomial(1).dtype).split(".")[1])

@@ -535,3 +535,13 @@ def test_out_of_range_index_values_give_zero_as_documented():
   assert x.gather(1, idx).numpy().tolist() == [[0, 0], [0, 5]]  # 5 and -1 match no position
   assert x.scatter(1, idx, 9.0).numpy().tolist() == [[9, 1, 2], [3, 4, 9]]  # and write nothing
   assert x[:, Tensor(np.array([2, 7]))].numpy().tolist() == [[2, 0], [5, 0]]
+
+def test_sizes_casts_and_likes_as_pytorch():
+  t = Tensor.ones(3, 4, dtype="float16")
+  assert t.nbytes == 24 and t.is_floating_point() and not Tensor([1, 2]).is_floating_point()
+  assert t.bfloat16().dtype == dtypes.bfloat16 and t.short().dtype == dtypes.int16
+  e = t.empty_like()
+  assert (e.shape, e.dtype) == ((3, 4), dtypes.float16) and t.empty_like(dtype="int32").dtype == dtypes.int32
+  a = Tensor([1.0, 2.0, math.nan])
+  assert a.allclose(Tensor([1.0, 2.0 + 1e-6, math.nan]), equal_nan=True) is True
+  assert a.allclose(Tensor([1.0, 2.0 + 1e-6, math.nan])) is False and Tensor([1.0]).allclose(1.1) is False

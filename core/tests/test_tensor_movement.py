@@ -314,3 +314,24 @@ def test_one_hot():
   check(Tensor([5]).one_hot(3), [[0, 0, 0]])
   with pytest.raises(TypeError, match="integer"): Tensor([1.0]).one_hot(2)
   with pytest.raises(RuntimeError, match="empty"): Tensor(np.zeros(0, np.int32)).one_hot()
+
+def test_rearrange_as_einops():
+  x = np.arange(2 * 3 * 4 * 5).reshape(2, 3, 4, 5)
+  t = Tensor(x)
+  check(t.rearrange("b c h w -> b h w c"), x.transpose(0, 2, 3, 1))
+  check(t.rearrange("b c h w -> (b c) (h w)"), x.reshape(6, 20))
+  check(t.rearrange("b c (h1 h2) w -> b h1 c h2 w", h1=2), x.reshape(2, 3, 2, 2, 5).transpose(0, 2, 1, 3, 4))
+  check(t.rearrange("b ... w -> w (b ...)"), x.transpose(3, 0, 1, 2).reshape(5, 24))
+  check(t.rearrange("b c h w -> b 1 c h w ()"), x[:, None, :, :, :, None])
+  check(Tensor(x[:, :1]).rearrange("b 1 h w -> b h w"), x[:, 0])
+  for bad, why in (("b c h -> b c h", "names 3 axes"), ("b c h w -> b c h h", "once on each side"), ("b c h w", "exactly one '->'"),
+                   ("(b ...) -> b ...", "cannot be split"), ("b c (h1 h2) w -> b c h1 h2 w", "cannot split")):
+    with pytest.raises(ValueError, match=why): t.rearrange(bad)
+  with pytest.raises(ValueError, match=r"sizes given for \['z'\]"): t.rearrange("b c h w -> b c h w", z=2)
+
+def test_pad_to_and_shrink_to():
+  check(Tensor(N).pad_to(3, None, 6), np.pad(N, ((0, 1), (0, 0), (0, 2))))
+  check(Tensor(N).pad_to((3, 3, 4), value=7.0), np.pad(N, ((0, 1), (0, 0), (0, 0)), constant_values=7.0))
+  check(Tensor(N).shrink_to(1, None, 2), N[:1, :, :2])
+  with pytest.raises(ValueError, match="smaller"): Tensor(N).pad_to(1, 3, 4)
+  with pytest.raises(ValueError, match="one size"): Tensor(N).shrink_to(1, 2)

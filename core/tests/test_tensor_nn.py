@@ -261,3 +261,21 @@ def test_nan_and_inf_propagate():
   x = np.array([[[[1.0, math.nan], [2.0, 3.0]]]], np.float32)
   assert np.isnan(Tensor(x).max_pool2d(2).item())
   assert math.isinf((Tensor([math.inf, 1.0]) @ Tensor([1.0, 1.0])).item())
+
+def test_newton_schulz_against_numpy():
+  """Muon's quintic (3.4445, -4.7750, 2.0315), 5 steps: numpy's same iteration, wide and tall (done transposed); its
+  singular values land near 1, where the iteration is meant to put them."""
+  def reference(a, steps, params, eps=1e-7):
+    if a.shape[-2] > a.shape[-1]: return reference(a.T, steps, params, eps).T
+    x = a / (np.sqrt((a * a).sum()) + eps)
+    for _ in range(steps):
+      gram, term, out = x @ x.T, x, params[0] * x
+      for p in params[1:]: term = gram @ term; out = out + p * term
+      x = out
+    return x
+  a = np.random.default_rng(0).standard_normal((4, 6)).astype(np.float32)
+  for m in (a, np.ascontiguousarray(a.T)):
+    got = Tensor(m).newton_schulz(5, (3.4445, -4.7750, 2.0315)).numpy()
+    np.testing.assert_allclose(got, reference(m.astype(np.float64), 5, (3.4445, -4.7750, 2.0315)), atol=1e-5)
+    assert np.all(np.abs(np.linalg.svd(got)[1] - 1) < 0.35)
+  with pytest.raises(ValueError, match="2 dimensions"): Tensor.ones(3).newton_schulz(1, (1.0,))

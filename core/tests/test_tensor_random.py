@@ -108,3 +108,30 @@ def test_box_muller_tails_are_finite():
   # the largest uniform is 1 - 2^-24, so 1 - u2 >= 2^-24 and |z| <= sqrt(2 * 24 * ln 2) ~ 5.77
   z = Tensor.randn(20000).numpy()
   assert np.abs(z).max() <= math.sqrt(-2 * math.log(2.0 ** -24)) + 1e-3
+
+def test_randperm_is_a_seeded_permutation():
+  p = Tensor.randperm(1000)
+  assert p.dtype == dtypes.int64 and p.shape == (1000,)
+  got = p.numpy()
+  np.testing.assert_array_equal(np.sort(got), np.arange(1000))
+  assert not np.array_equal(got, np.arange(1000)) and not np.array_equal(got, Tensor.randperm(1000).numpy())
+  Tensor.manual_seed(1234)
+  np.testing.assert_array_equal(Tensor.randperm(1000).numpy(), got)
+  assert Tensor.randperm(0).shape == (0,) and Tensor.randperm(5, dtype="int32").dtype == dtypes.int32
+  with pytest.raises(RuntimeError, match="do not fit"): Tensor.randperm(300, dtype="int8")
+  with pytest.raises(RuntimeError, match="non-negative"): Tensor.randperm(-1)
+
+def test_multinomial_frequencies_follow_the_weights():
+  w = np.array([1.0, 2.0, 3.0, 4.0, 0.0], np.float32)
+  draws = Tensor(w).multinomial(40000, replacement=True)
+  assert draws.dtype == dtypes.int64 and draws.shape == (40000,)
+  freq = np.bincount(draws.numpy(), minlength=5) / 40000
+  np.testing.assert_allclose(freq, w / w.sum(), atol=0.01)  # 4 standard deviations at most ~0.009
+  rows = Tensor(np.stack([w, w[::-1]])).multinomial(4)  # without replacement: 4 distinct categories per row, never weight 0
+  got = rows.numpy()
+  assert rows.shape == (2, 4) and all(len(set(r)) == 4 for r in got) and 4 not in got[0] and 0 not in got[1]
+  first = np.bincount(np.concatenate([Tensor(w).multinomial(1).numpy() for _ in range(400)]), minlength=5) / 400
+  np.testing.assert_allclose(first, w / w.sum(), atol=0.1)
+  with pytest.raises(RuntimeError, match="without replacement"): Tensor(w).multinomial(6)
+  with pytest.raises(RuntimeError, match="1 or 2 dim"): Tensor.ones(2, 2, 2).multinomial(1)
+  with pytest.raises(RuntimeError, match="n_sample <= 0"): Tensor(w).multinomial(0)

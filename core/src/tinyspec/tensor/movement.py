@@ -140,6 +140,26 @@ def _added(p: Any) -> Any:
   return p if not isinstance(p, int) or p > 0 else 0
 
 
+def _einops_side(side: str, formula: str) -> list[list[str] | str]:
+  """One side of an einops formula as its axes in order: a name or "..." each, a list of names for a parenthesized group
+  ("()" and "1" are the empty group, an axis of size 1)."""
+  groups: list[list[str] | str] = []
+  group: list[str] | None = None
+  for tok in side.replace("(", " ( ").replace(")", " ) ").replace("\u2026", "...").split():
+    if tok == "(":
+      if group is not None: raise ValueError(f"rearrange: nested parentheses in {formula!r}")
+      group = []
+    elif tok == ")":
+      if group is None: raise ValueError(f"rearrange: unbalanced parentheses in {formula!r}")
+      groups.append(group); group = None
+    elif tok == "1":  # a size-1 axis: an empty group of its own, or nothing inside a group
+      if group is None: groups.append([])
+    elif tok != "..." and not tok.isidentifier(): raise ValueError(f"rearrange: {tok!r} in {formula!r} is not an axis name")
+    elif group is None: groups.append(tok)
+    else: group.append(tok)
+  if group is not None: raise ValueError(f"rearrange: unbalanced parentheses in {formula!r}")
+  return groups
+
 class MovementMixin:
   """Movement ops and indexing for Tensor (every method builds lazily on `self.uop`)."""
 
@@ -215,6 +235,18 @@ class MovementMixin:
     if value != 0 or math.copysign(1.0, value) < 0:
       out = UOp(Ops.WHERE, (broadcast_const(True, dtypes.bool, x.shape).pad(off, new), out, broadcast_const(value, x.dtype, new)))
     return x._new(out)
+
+  def pad_to(self: Tensor, shape, *args, value: float = 0.0) -> Tensor:
+    """Padded at the end of each axis to `shape` (tinygrad's; None keeps an axis), filled with `value`."""
+    shape = tuple(shape) if not args and isinstance(shape, (tuple, list)) else (shape, *args)
+    if len(shape) != self.ndim: raise ValueError(f"pad_to: shape {shape} needs one size (or None) per axis of shape {self.shape}")
+    if any(n is not None and n < s for n, s in zip(shape, self.shape)): raise ValueError(f"pad_to: shape {shape} is smaller than {self.shape}")
+    return self.pad([None if n is None else (0, n - s) for n, s in zip(shape, self.shape)], value=value)
+  def shrink_to(self: Tensor, shape, *args) -> Tensor:
+    """The first `shape` elements of each axis (tinygrad's; None keeps an axis)."""
+    shape = tuple(shape) if not args and isinstance(shape, (tuple, list)) else (shape, *args)
+    if len(shape) != self.ndim: raise ValueError(f"shrink_to: shape {shape} needs one size (or None) per axis of shape {self.shape}")
+    return self.shrink([None if n is None else (0, n) for n in shape])
 
   def _pad_from_edges(self: Tensor, pairs: list[tuple[int, int]], mode: str) -> Tensor:
     """Padding filled from the tensor itself, one axis at a time: each output position reads input position
@@ -316,6 +348,33 @@ class MovementMixin:
       raise RuntimeError(f"unflatten: sizes {sizes} do not multiply to the size {self.shape[d]} of dimension {dim}")
     sizes = tuple(self.shape[d] // known if s == -1 else s for s in sizes)
     return self.reshape(self.shape[:d] + sizes + self.shape[d + 1:])
+  def rearrange(self: Tensor, formula: str, **sizes: int) -> Tensor:
+    """einops' rearrange: "b c (h w) -> b h w c" splits, reorders and merges axes by name; `sizes` gives the sizes a split
+    cannot infer (h=4). "..." stands for the axes not named, "()" or "1" for an axis of size 1."""
+    if formula.count("->") != 1: raise ValueError(f"rearrange: {formula!r} needs exactly one '->'")
+    lhs, rhs = (_einops_side(side, formula) for side in formula.split("->"))
+    names = [n for g in lhs for n in (g if isinstance(g, list) else [g])]
+    if sorted(names) != sorted(n for g in rhs for n in (g if isinstance(g, list) else [g])) or len(set(names)) != len(names):
+      raise ValueError(f"rearrange: {formula!r} must name each axis once on each side")
+    if unknown := set(sizes) - set(names): raise ValueError(f"rearrange: sizes given for {sorted(unknown)}, which {formula!r} does not name")
+    if any(isinstance(g, list) and "..." in g for g in lhs): raise ValueError(f"rearrange: '...' cannot be split, as in {formula!r}")
+    rest = self.ndim - (len(lhs) - ("..." in lhs))
+    if rest < 0 or ("..." not in lhs and rest): raise ValueError(f"rearrange: {formula!r} names {len(lhs)} axes, the tensor has shape {self.shape}")
+    size: dict[str, int] = {}
+    dims = iter(self.shape)
+    for g in lhs:  # each axis of the left side: a name, "..." (the rest), or a group whose sizes multiply to the axis'
+      if g == "...": size.update((f"...{i}", next(dims)) for i in range(rest)); continue
+      n, group = next(dims), g if isinstance(g, list) else [g]
+      known = math.prod(sizes[x] for x in group if x in sizes)
+      free = [x for x in group if x not in sizes]
+      if len(free) > 1 or (not free and known != n) or (free and (known == 0 or n % known)):
+        raise ValueError(f"rearrange: axis of size {n} cannot split into {group} with sizes {sizes} ({formula!r})")
+      size.update({x: sizes[x] for x in group if x in sizes} | {x: n // known for x in free})
+    def names_in(g) -> list[str]:  # a group's (or a lone axis') names, "..." as the axes it stands for
+      return [a for n in (g if isinstance(g, list) else [g]) for a in ([f"...{i}" for i in range(rest)] if n == "..." else [n])]
+    left, right = [a for g in lhs for a in names_in(g)], [a for g in rhs for a in names_in(g)]
+    x = self.reshape(tuple(size[a] for a in left)).permute([left.index(a) for a in right])
+    return x.reshape(tuple(d for g in rhs for d in ([size[a] for a in names_in(g)] if g == "..." else [math.prod(size[a] for a in names_in(g))])))
   def squeeze(self: Tensor, dim: int | Sequence[int] | None = None) -> Tensor:
     """Size-1 axes removed: all of them, or those of `dim` that have size 1 (others are kept, as PyTorch)."""
     if dim is None: return self.reshape(tuple(s for s in self.shape if s != 1))

@@ -139,6 +139,21 @@ class NNMixin:
   def __matmul__(self: Tensor, w: Tensor) -> Tensor: return self.matmul(w)
   def __rmatmul__(self: Tensor, x: Tensor) -> Tensor: return self.matmul(x, reverse=True)
 
+  def newton_schulz(self: Tensor, steps: int, params: tuple[float, ...], eps: float = 1e-7) -> Tensor:
+    """tinygrad's Newton-Schulz iteration (Muon's orthogonalization) on the last two axes: X scaled to Frobenius norm 1
+    (plus eps), then `steps` times X <- sum_i params[i] (X X^T)^i X, an odd polynomial of X; a tall X is done transposed."""
+    if self.ndim < 2: raise ValueError(f"newton_schulz: needs at least 2 dimensions, got shape {self.shape}")
+    if self.shape[-2] > self.shape[-1]: return self.transpose(-2, -1).newton_schulz(steps, params, eps).transpose(-2, -1)
+    x = self / ((self * self).sum((-2, -1), keepdim=True).sqrt() + eps)
+    for _ in range(steps):
+      gram, term = x @ x.transpose(-2, -1), x
+      out = params[0] * x
+      for p in params[1:]:
+        term = gram @ term
+        out = out + p * term
+      x = out
+    return x
+
   def dot(self: Tensor, w: Tensor) -> Tensor:
     """The same as matmul (as tinygrad's dot); for two 1-D tensors it is torch.dot."""
     return self.matmul(w)

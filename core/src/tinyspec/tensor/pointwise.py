@@ -229,6 +229,9 @@ class PointwiseMixin:
     if not dtypes.is_float(x.dtype): return close
     close = close & ~(x.isinf() | y.isinf()) | (x == y)
     return close | (x.isnan() & y.isnan()) if equal_nan else close
+  def allclose(self: Tensor, other: Tensor | Scalar, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False) -> bool:
+    """Whether every element is close (isclose), as a Python bool, as PyTorch's (tinygrad's is a 0-d tensor)."""
+    return bool(self.isclose(other, rtol, atol, equal_nan).all().item())
 
   # ---- activations ----
   # The activations choose their kinks' slopes as PyTorch's backward does, and keep exp's argument <= 0 (or below a

@@ -197,6 +197,9 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Los
     """The shape, or the size of one dimension."""
     return self.shape if dim is None else self.shape[resolve_dim(dim, self.ndim)]
   def element_size(self) -> int: return self.dtype.itemsize
+  @property
+  def nbytes(self) -> int: return self.numel() * self.dtype.itemsize  # a property, as PyTorch's (tinygrad's is a method)
+  def is_floating_point(self) -> bool: return dtypes.is_float(self.dtype)
   def __repr__(self) -> str:
     return f"<Tensor shape={self.shape} dtype={self.dtype!r} device={self.device!r} {'realized' if self.uop.op is Ops.BUFFER else 'lazy'}>"
 
@@ -390,7 +393,9 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Los
     return self if dt == self.dtype else self._new(self.uop.bitcast(dt))
   def float(self) -> Tensor: return self.cast(dtypes.float32)
   def half(self) -> Tensor: return self.cast(dtypes.float16)
+  def bfloat16(self) -> Tensor: return self.cast(dtypes.bfloat16)
   def double(self) -> Tensor: return self.cast(dtypes.float64)
+  def short(self) -> Tensor: return self.cast(dtypes.int16)
   def int(self) -> Tensor: return self.cast(dtypes.int32)
   def long(self) -> Tensor: return self.cast(dtypes.int64)
   def bool(self) -> Tensor: return self.cast(dtypes.bool)
@@ -429,6 +434,8 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Los
     return type(self).full(self.shape, fill_value, dtype or self.dtype, device or self.device)
   def zeros_like(self, dtype: DType | str | None = None, device: str | None = None) -> Tensor: return self.full_like(0, dtype, device)
   def ones_like(self, dtype: DType | str | None = None, device: str | None = None) -> Tensor: return self.full_like(1, dtype, device)
+  def empty_like(self, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+    return type(self).empty(self.shape, dtype=dtype or self.dtype, device=device or self.device)
 
   @classmethod
   def _iota(cls, n: int, dtype: DType, device: str | None) -> Tensor:
