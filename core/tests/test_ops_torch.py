@@ -477,3 +477,15 @@ def test_porting_helpers_match_pytorch():
     assert t.nbytes == r.nbytes and t.is_floating_point() == r.is_floating_point()
   assert str(Tensor.randperm(4).dtype).endswith(str(torch.randperm(4).dtype).split(".")[1])
   assert str(Tensor([1.0, 2.0]).multinomial(1).dtype).endswith(str(torch.tensor([1.0, 2.0]).multinomial(1).dtype).split(".")[1])
+
+@pytest.mark.parametrize("shape", [(5, 3), (3, 3), (3, 5), (2, 4, 4), (1, 1)])
+def test_qr_matches_pytorch(shape):
+  """Q and R as torch.linalg.qr gives them (LAPACK's signs), both modes, and the reduced factors' gradient."""
+  a = rng.standard_normal(shape).astype(np.float32)
+  for mode in ("reduced", "complete"):
+    for ours, theirs in zip(Tensor(a).qr(mode), torch.linalg.qr(torch.tensor(a), mode=mode)):
+      np.testing.assert_allclose(ours.numpy(), theirs.numpy(), atol=2e-6)
+  a64 = a.astype(np.float64)  # the gradient in float64: the two ways to it (ours through the reflections) round apart
+  wq, wr = (rng.standard_normal(f.shape).astype(np.float64) for f in np.linalg.qr(a64))
+  def loss(q, r, w=lambda v: v): return (q * w(wq)).sum() + (r * w(wr)).sum()
+  check(lambda x: loss(*x.qr(), w=Tensor), lambda x: loss(*torch.linalg.qr(x), w=torch.tensor), a64)

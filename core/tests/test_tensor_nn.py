@@ -279,3 +279,23 @@ def test_newton_schulz_against_numpy():
     np.testing.assert_allclose(got, reference(m.astype(np.float64), 5, (3.4445, -4.7750, 2.0315)), atol=1e-5)
     assert np.all(np.abs(np.linalg.svd(got)[1] - 1) < 0.35)
   with pytest.raises(ValueError, match="2 dimensions"): Tensor.ones(3).newton_schulz(1, (1.0,))
+
+def test_qr_factors():
+  """Q orthonormal, R upper triangular with exact zeros below, Q R = A; reduced and complete shapes; a column that is
+  already reduced gets no reflection; errors name what is wrong."""
+  rng = np.random.default_rng(1)
+  for shape in ((6, 4), (4, 6), (3, 5, 5)):
+    a = rng.standard_normal(shape).astype(np.float32)
+    k = min(shape[-2:])
+    for mode, (qm, rm) in (("reduced", (k, k)), ("complete", (shape[-2], shape[-2]))):
+      q, r = (t.numpy() for t in Tensor(a).qr(mode))
+      assert q.shape == shape[:-2] + (shape[-2], qm) and r.shape == shape[:-2] + (rm, shape[-1])
+      np.testing.assert_allclose(q @ r, a, atol=1e-5)
+      np.testing.assert_allclose(np.swapaxes(q, -1, -2) @ q, np.broadcast_to(np.eye(qm), q.shape[:-2] + (qm, qm)), atol=1e-5)
+      assert np.all(np.tril(r, -1) == 0)
+  q, r = Tensor(np.array([[-2.0, 1.0], [0.0, 3.0]], np.float32)).qr()  # already triangular: Q = I, R = A (LAPACK's too)
+  np.testing.assert_array_equal(q.numpy(), np.eye(2))
+  np.testing.assert_array_equal(r.numpy(), [[-2.0, 1.0], [0.0, 3.0]])
+  with pytest.raises(ValueError, match="mode"): Tensor.ones(2, 2).qr("r")
+  with pytest.raises(RuntimeError, match="floating point"): Tensor.ones(2, 2, dtype="int32").qr()
+  with pytest.raises(RuntimeError, match="2 dimensions"): Tensor.ones(3).qr()
