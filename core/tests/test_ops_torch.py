@@ -489,3 +489,14 @@ def test_qr_matches_pytorch(shape):
   wq, wr = (rng.standard_normal(f.shape).astype(np.float64) for f in np.linalg.qr(a64))
   def loss(q, r, w=lambda v: v): return (q * w(wq)).sum() + (r * w(wr)).sum()
   check(lambda x: loss(*x.qr(), w=Tensor), lambda x: loss(*torch.linalg.qr(x), w=torch.tensor), a64)
+
+@pytest.mark.parametrize("shape", [(5, 3), (4, 4), (3, 6), (2, 5, 3)])
+def test_svd_matches_pytorch(shape):
+  """S as torch.linalg.svd's, both modes' shapes, U diag(S) Vh = A; the gradient of S (sign-free, unlike U's and Vh's)
+  in float64, where ours (through the Jacobi rotations) and PyTorch's (analytic) agree to rounding."""
+  a = rng.standard_normal(shape).astype(np.float32)
+  for full in (True, False):
+    ours, theirs = Tensor(a).svd(full), torch.linalg.svd(torch.tensor(a), full_matrices=full)
+    assert [t.shape for t in ours] == [tuple(t.shape) for t in theirs]
+    np.testing.assert_allclose(ours[1].numpy(), theirs[1].numpy(), atol=2e-6)
+  check(lambda x: x.svd()[1] ** 2 + x.svd()[1], lambda x: torch.linalg.svdvals(x) ** 2 + torch.linalg.svdvals(x), a.astype(np.float64))

@@ -139,45 +139,6 @@ class NNMixin:
   def __matmul__(self: Tensor, w: Tensor) -> Tensor: return self.matmul(w)
   def __rmatmul__(self: Tensor, x: Tensor) -> Tensor: return self.matmul(x, reverse=True)
 
-  def newton_schulz(self: Tensor, steps: int, params: tuple[float, ...], eps: float = 1e-7) -> Tensor:
-    """tinygrad's Newton-Schulz iteration (Muon's orthogonalization) on the last two axes: X scaled to Frobenius norm 1
-    (plus eps), then `steps` times X <- sum_i params[i] (X X^T)^i X, an odd polynomial of X; a tall X is done transposed."""
-    if self.ndim < 2: raise ValueError(f"newton_schulz: needs at least 2 dimensions, got shape {self.shape}")
-    if self.shape[-2] > self.shape[-1]: return self.transpose(-2, -1).newton_schulz(steps, params, eps).transpose(-2, -1)
-    x = self / ((self * self).sum((-2, -1), keepdim=True).sqrt() + eps)
-    for _ in range(steps):
-      gram, term = x @ x.transpose(-2, -1), x
-      out = params[0] * x
-      for p in params[1:]:
-        term = gram @ term
-        out = out + p * term
-      x = out
-    return x
-
-  def qr(self: Tensor, mode: str = "reduced") -> tuple[Tensor, Tensor]:
-    """(Q, R) with Q orthonormal, R upper triangular and Q @ R = self over the last two axes, as torch.linalg.qr: mode
-    "reduced" gives Q (m, k), R (k, n) for k = min(m, n); "complete" (tinygrad's qr) gives Q (m, m), R (m, n). Householder
-    reflections with LAPACK's signs (R's diagonal has the sign opposite to the column's), so Q and R are PyTorch's; one
-    reflection per column, unrolled into the graph, so it is for the small matrices models factor (an init, a layer)."""
-    if mode not in ("reduced", "complete"): raise ValueError(f"qr: mode must be 'reduced' or 'complete', got {mode!r}")
-    if self.ndim < 2: raise RuntimeError(f"qr: the input must have at least 2 dimensions, got shape {self.shape}")
-    if not dtypes.is_float(self.dtype): raise RuntimeError(f"qr: expected a floating point tensor, got {self.dtype}")
-    (m, n), batch = self.shape[-2:], self.shape[:-2]
-    rows, cols = type(self).arange(m, device=self.device).reshape(m, 1), type(self).arange(n, device=self.device)
-    r, q = self, type(self).eye(m, dtype=self.dtype, device=self.device).expand(*batch, m, m)
-    for step in range(min(m - 1, n)):  # as LAPACK, no reflection for a last row of its own
-      j = type(self)(np.array(step, np.int32), device=self.device)  # a buffer, not a constant: every step runs the same kernels
-      x = (rows >= j).where((cols == j).where(r, 0.0).sum(-1, keepdim=True), 0.0)  # column j from the diagonal down, (..., m, 1)
-      norm, below = x.square().sum(-2, keepdim=True).sqrt(), (rows > j).where(x, 0.0).square().sum(-2, keepdim=True)
-      xj = (rows == j).where(x, 0.0).sum(-2, keepdim=True)
-      v = x - (rows == j).where((xj < 0).where(norm, -norm), 0.0)  # x - alpha e_j, alpha = -sign(x_j) |x|
-      vv = v.square().sum(-2, keepdim=True)
-      scale = (below == 0).where(0.0, 2 / (below == 0).where(1.0, vv))  # H = I - scale v v^T; none (LAPACK's too) where x has no
-      r = (r - v @ (v.transpose(-2, -1) @ r * scale)).realize()         # entries below the diagonal; realized per step, as
-      q = (q - (q @ v * scale) @ v.transpose(-2, -1)).realize()          # the next step reads r and q several times
-    r = r.triu()  # the reflections leave rounding below the diagonal; R has exact zeros there
-    return (q, r) if mode == "complete" else (q[..., :, :min(m, n)], r[..., :min(m, n), :])
-
   def dot(self: Tensor, w: Tensor) -> Tensor:
     """The same as matmul (as tinygrad's dot); for two 1-D tensors it is torch.dot."""
     return self.matmul(w)

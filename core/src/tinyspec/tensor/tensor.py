@@ -31,6 +31,7 @@ from tinyspec.engine import multi
 from tinyspec.engine import realize as engine
 from tinyspec.engine import transcendental as T
 from tinyspec.gradient import compute_gradient, grad_path
+from tinyspec.tensor.linalg import LinalgMixin
 from tinyspec.tensor.losses import LossMixin
 from tinyspec.tensor.movement import MovementMixin, broadcast_const, broadcast_shape, check_bytes, no_negative_sizes, resolve_dim, shape_arg
 from tinyspec.tensor.nn import NNMixin
@@ -137,7 +138,7 @@ def _moved(uop: UOp, device: str | tuple[str, ...]) -> UOp:
   return multi.replicate(uop, device) if isinstance(device, tuple) else UOp(Ops.COPY, (uop,), device)
 
 
-class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, LossMixin, RandomMixin):
+class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, LinalgMixin, LossMixin, RandomMixin):
   """A lazy n-dimensional array on a device. `Tensor(data, device=None, dtype=None)` takes a Python number, nested
   lists, a numpy array (its dtype kept), another Tensor or a UOp."""
   __hash__ = object.__hash__  # == is elementwise, so a Tensor hashes by identity

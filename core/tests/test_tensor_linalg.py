@@ -1,0 +1,70 @@
+"""The factorizations of tensor/linalg.py against numpy: qr, svd and the Newton-Schulz iteration (PyTorch's values and
+gradients are checked in test_ops_torch.py)."""
+import numpy as np
+import pytest
+from tinyspec import Tensor
+
+
+def test_newton_schulz_against_numpy():
+  """Muon's quintic (3.4445, -4.7750, 2.0315), 5 steps: numpy's same iteration, wide and tall (done transposed); its
+  singular values land near 1, where the iteration is meant to put them."""
+  def reference(a, steps, params, eps=1e-7):
+    if a.shape[-2] > a.shape[-1]: return reference(a.T, steps, params, eps).T
+    x = a / (np.sqrt((a * a).sum()) + eps)
+    for _ in range(steps):
+      gram, term, out = x @ x.T, x, params[0] * x
+      for p in params[1:]: term = gram @ term; out = out + p * term
+      x = out
+    return x
+  a = np.random.default_rng(0).standard_normal((4, 6)).astype(np.float32)
+  for m in (a, np.ascontiguousarray(a.T)):
+    got = Tensor(m).newton_schulz(5, (3.4445, -4.7750, 2.0315)).numpy()
+    np.testing.assert_allclose(got, reference(m.astype(np.float64), 5, (3.4445, -4.7750, 2.0315)), atol=1e-5)
+    assert np.all(np.abs(np.linalg.svd(got)[1] - 1) < 0.35)
+  with pytest.raises(ValueError, match="2 dimensions"): Tensor.ones(3).newton_schulz(1, (1.0,))
+
+def test_qr_factors():
+  """Q orthonormal, R upper triangular with exact zeros below, Q R = A; reduced and complete shapes; a column that is
+  already reduced gets no reflection; errors name what is wrong."""
+  rng = np.random.default_rng(1)
+  for shape in ((6, 4), (4, 6), (3, 5, 5)):
+    a = rng.standard_normal(shape).astype(np.float32)
+    k = min(shape[-2:])
+    for mode, (qm, rm) in (("reduced", (k, k)), ("complete", (shape[-2], shape[-2]))):
+      q, r = (t.numpy() for t in Tensor(a).qr(mode))
+      assert q.shape == shape[:-2] + (shape[-2], qm) and r.shape == shape[:-2] + (rm, shape[-1])
+      np.testing.assert_allclose(q @ r, a, atol=1e-5)
+      np.testing.assert_allclose(np.swapaxes(q, -1, -2) @ q, np.broadcast_to(np.eye(qm), q.shape[:-2] + (qm, qm)), atol=1e-5)
+      assert np.all(np.tril(r, -1) == 0)
+  q, r = Tensor(np.array([[-2.0, 1.0], [0.0, 3.0]], np.float32)).qr()  # already triangular: Q = I, R = A (LAPACK's too)
+  np.testing.assert_array_equal(q.numpy(), np.eye(2))
+  np.testing.assert_array_equal(r.numpy(), [[-2.0, 1.0], [0.0, 3.0]])
+  with pytest.raises(ValueError, match="mode"): Tensor.ones(2, 2).qr("r")
+  with pytest.raises(RuntimeError, match="floating point"): Tensor.ones(2, 2, dtype="int32").qr()
+  with pytest.raises(RuntimeError, match="2 dimensions"): Tensor.ones(3).qr()
+
+
+@pytest.mark.parametrize("shape", [(6, 4), (4, 6), (5, 5), (2, 7, 3), (1, 1)])
+def test_svd_factors(shape):
+  """S as numpy's (descending), U and Vh orthonormal with the shapes of both modes, U diag(S) Vh = A."""
+  a = np.random.default_rng(2).standard_normal(shape).astype(np.float32)
+  m, n = shape[-2:]
+  k = min(m, n)
+  for full in (True, False):
+    u, s, vh = (t.numpy() for t in Tensor(a).svd(full))
+    assert u.shape == shape[:-2] + (m, m if full else k) and s.shape == shape[:-2] + (k,) and vh.shape == shape[:-2] + (n if full else k, n)
+    np.testing.assert_allclose(s, np.linalg.svd(a, compute_uv=False), atol=1e-5)
+    np.testing.assert_allclose((u[..., :, :k] * s[..., None, :]) @ vh[..., :k, :], a, atol=1e-5)
+    np.testing.assert_allclose(np.swapaxes(u, -1, -2) @ u, np.broadcast_to(np.eye(u.shape[-1]), shape[:-2] + (u.shape[-1],) * 2), atol=1e-5)
+    np.testing.assert_allclose(vh @ np.swapaxes(vh, -1, -2), np.broadcast_to(np.eye(vh.shape[-2]), shape[:-2] + (vh.shape[-2],) * 2), atol=1e-5)
+
+def test_svd_of_a_rank_one_matrix_completes_u():
+  """Three singular values 0: U's columns for them are still an orthonormal completion, not 0 / 0."""
+  rng = np.random.default_rng(3)
+  a = np.outer(rng.standard_normal(5), rng.standard_normal(4)).astype(np.float32)
+  u, s, vh = (t.numpy() for t in Tensor(a).svd())
+  np.testing.assert_allclose(s[1:], 0, atol=1e-5)
+  np.testing.assert_allclose(u.T @ u, np.eye(5), atol=1e-5)
+  np.testing.assert_allclose((u[:, :4] * s) @ vh, a, atol=1e-5)
+  with pytest.raises(RuntimeError, match="floating point"): Tensor.ones(2, 2, dtype="int32").svd()
+  with pytest.raises(RuntimeError, match="2 dimensions"): Tensor.ones(3).svd()
