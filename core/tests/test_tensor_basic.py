@@ -545,3 +545,16 @@ def test_sizes_casts_and_likes_as_pytorch():
   a = Tensor([1.0, 2.0, math.nan])
   assert a.allclose(Tensor([1.0, 2.0 + 1e-6, math.nan]), equal_nan=True) is True
   assert a.allclose(Tensor([1.0, 2.0 + 1e-6, math.nan])) is False and Tensor([1.0]).allclose(1.1) is False
+
+def test_in_place_moves_replace_and_sequential():
+  """tinygrad's to_, shard_ and replace change the Tensor object itself (every name for it sees the change); sequential
+  applies layers in turn."""
+  t = Tensor([1.0, 2.0, 3.0])
+  same = t
+  assert t.to_("PYTHON") is same and same.device == "PYTHON" and same.numpy().tolist() == [1.0, 2.0, 3.0]
+  assert t.replace(Tensor([4, 5, 6])) is same and same.dtype == dtypes.int32 and same.numpy().tolist() == [4, 5, 6]
+  with pytest.raises(ValueError, match="replace: shape"): t.replace(Tensor([1.0]))
+  s = Tensor.arange(8).reshape(4, 2).float()
+  s.shard_(("PYTHON:0", "PYTHON:1"))
+  assert s.device == ("PYTHON:0", "PYTHON:1") and s.numpy().tolist() == [[0.0, 1.0], [2.0, 3.0], [4.0, 5.0], [6.0, 7.0]]
+  assert Tensor([1.0, -2.0]).sequential([lambda x: x * 2, Tensor.relu]).numpy().tolist() == [2.0, 0.0]

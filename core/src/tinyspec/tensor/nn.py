@@ -5,8 +5,9 @@ Each one is a single lazy graph of movement ops, elementwise ops and reduces, so
 pad/shrink/reshape/expand/permute, multiplied by the weight and summed). Nothing in here realizes or inserts CONTIGUOUS."""
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -138,6 +139,10 @@ class NNMixin:
 
   def __matmul__(self: Tensor, w: Tensor) -> Tensor: return self.matmul(w)
   def __rmatmul__(self: Tensor, x: Tensor) -> Tensor: return self.matmul(x, reverse=True)
+
+  def sequential(self: Tensor, layers: Sequence[Callable[[Tensor], Tensor]]) -> Tensor:
+    """Each of `layers` applied in turn, the first to this tensor (tinygrad's)."""
+    return functools.reduce(lambda x, f: f(x), layers, self)
 
   def dot(self: Tensor, w: Tensor) -> Tensor:
     """The same as matmul (as tinygrad's dot); for two 1-D tensors it is torch.dot."""

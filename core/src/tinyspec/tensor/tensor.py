@@ -347,6 +347,13 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Lin
     order = (axis, *(d for d in range(self.ndim) if d != axis))  # COPY to n devices scatters axis 0 (seed 001)
     moved = UOp(Ops.COPY, (x.uop.permute(order) if axis else x.uop,), devices)
     return self._from_uop(moved.permute(tuple(order.index(d) for d in range(self.ndim))) if axis else moved, devices)
+  def to_(self, device: str | tuple[str, ...]) -> Tensor: return self.replace(self.to(device))  # in place, as tinygrad's
+  def shard_(self, devices: tuple[str, ...], axis: int | None = 0) -> Tensor: return self.replace(self.shard(devices, axis))
+  def replace(self, x: Tensor) -> Tensor:
+    """This Tensor object now holds x's value (and device and dtype), tinygrad's in-place swap; the shapes must match."""
+    if x.shape != self.shape: raise ValueError(f"replace: shape {x.shape} differs from this tensor's {self.shape}")
+    self.uop, self._device = x.uop, x.device
+    return self
   def assign(self, x: Tensor | Scalar | np.ndarray) -> Tensor:
     """Write `x` (broadcast to this shape, cast to this dtype, moved to this device) into this tensor's memory, in place
     (PyTorch's copy_), and return self: seed 001's STORE followed by AFTER. On a realized tensor the write is lazy, done
