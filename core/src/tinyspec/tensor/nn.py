@@ -2,7 +2,8 @@
 
 Each one is a single lazy graph of movement ops, elementwise ops and reduces, so the kernel fuser can make one kernel of
 `a @ b` (seed 001's gemm: a broadcast multiply summed over the shared axis) and of conv2d (sliding windows built from
-pad/shrink/reshape/expand/permute, multiplied by the weight and summed). Nothing in here realizes or inserts CONTIGUOUS."""
+pad/shrink/reshape/expand/permute, multiplied by the weight and summed). Nothing in here realizes or inserts CONTIGUOUS;
+the one marker is max_pool2d's CONTIGUOUSBACKWARD, which gives its input's gradient a buffer (see there)."""
 from __future__ import annotations
 
 import functools
@@ -249,7 +250,10 @@ class NNMixin:
     nan of a window that has one, as PyTorch): what max_unpool2d takes."""
     k, s, d, _, pads, o = self._pool_setup(kernel_size, stride, padding, dilation, ceil_mode, "max_pool2d")
     nd, keep = len(k), [None] * (self.ndim - len(k))
-    windows = _pool(self.pad(keep + pads, value=self.dtype.min), k, s, d).shrink(keep + [(0, oo) for oo in o] + [None] * nd)
+    # the input's gradient (each window's gradient sent back to its maximum) gets a buffer of its own: what comes before a
+    # pool (BatchNorm's backward, say) reads it in several kernels, each of which would otherwise redo the window search
+    windows = _pool(self.contiguous_backward().pad(keep + pads, value=self.dtype.min), k, s, d)
+    windows = windows.shrink(keep + [(0, oo) for oo in o] + [None] * nd)
     windows = windows.flatten(windows.ndim - nd)
     values = windows.max(-1)
     if not return_indices: return values
