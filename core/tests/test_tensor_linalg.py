@@ -68,3 +68,13 @@ def test_svd_of_a_rank_one_matrix_completes_u():
   np.testing.assert_allclose((u[:, :4] * s) @ vh, a, atol=1e-5)
   with pytest.raises(RuntimeError, match="floating point"): Tensor.ones(2, 2, dtype="int32").svd()
   with pytest.raises(RuntimeError, match="2 dimensions"): Tensor.ones(3).svd()
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float64"])
+def test_factors_keep_the_dtype(dtype):
+  """qr and svd return the input's dtype; the half types are factored in float32 and rounded once."""
+  a = np.random.default_rng(4).standard_normal((4, 3)).astype(np.float32)
+  t = Tensor(a).cast(dtype)
+  for factors in (t.qr(), t.svd(False)):
+    assert {f.dtype for f in factors} == {t.dtype}
+  u, s, vh = (f.float().numpy() for f in t.svd(False))
+  np.testing.assert_allclose((u * s) @ vh, t.float().numpy(), atol=0.02)

@@ -55,6 +55,7 @@ class LinalgMixin:
     if mode not in ("reduced", "complete"): raise ValueError(f"qr: mode must be 'reduced' or 'complete', got {mode!r}")
     if self.ndim < 2: raise RuntimeError(f"qr: the input must have at least 2 dimensions, got shape {self.shape}")
     if not dtypes.is_float(self.dtype): raise RuntimeError(f"qr: expected a floating point tensor, got {self.dtype}")
+    if self.dtype.itemsize < 4: return tuple(f.cast(self.dtype) for f in self.float().qr(mode))  # half types: in float32, rounded once
     (m, n), batch = self.shape[-2:], self.shape[:-2]
     rows, cols = type(self).arange(m, device=self.device).reshape(m, 1), type(self).arange(n, device=self.device)
     r, q = self, type(self).eye(m, dtype=self.dtype, device=self.device).expand(*batch, m, m)
@@ -79,6 +80,7 @@ class LinalgMixin:
     pair (U's column, Vh's row) are not PyTorch's, which are LAPACK's choice: compare U diag(S) Vh, or S."""
     if self.ndim < 2: raise RuntimeError(f"svd: the input must have at least 2 dimensions, got shape {self.shape}")
     if not dtypes.is_float(self.dtype): raise RuntimeError(f"svd: expected a floating point tensor, got {self.dtype}")
+    if self.dtype.itemsize < 4: return tuple(f.cast(self.dtype) for f in self.float().svd(full_matrices))  # as qr
     (m, n), batch = self.shape[-2:], self.shape[:-2]
     if m < n:  # self^T = U' S V'^T, so self = V' S U'^T
       u, s, vh = self.transpose(-2, -1).svd(full_matrices)
