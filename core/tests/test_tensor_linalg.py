@@ -22,6 +22,7 @@ def test_newton_schulz_against_numpy():
     np.testing.assert_allclose(got, reference(m.astype(np.float64), 5, (3.4445, -4.7750, 2.0315)), atol=1e-5)
     assert np.all(np.abs(np.linalg.svd(got)[1] - 1) < 0.35)
   with pytest.raises(ValueError, match="2 dimensions"): Tensor.ones(3).newton_schulz(1, (1.0,))
+  with pytest.raises(ValueError, match="at least one coefficient"): Tensor.ones(2, 3).newton_schulz(1, ())
 
 def test_qr_factors():
   """Q orthonormal, R upper triangular with exact zeros below, Q R = A; reduced and complete shapes; a column that is
@@ -78,3 +79,14 @@ def test_factors_keep_the_dtype(dtype):
     assert {f.dtype for f in factors} == {t.dtype}
   u, s, vh = (f.float().numpy() for f in t.svd(False))
   np.testing.assert_allclose((u * s) @ vh, t.float().numpy(), atol=0.02)
+
+@pytest.mark.parametrize("shape", [(0, 3), (3, 0), (2, 0, 3)])
+def test_factors_of_empty_matrices(shape):
+  """No singular values: U and Vh are identities (full_matrices) or empty, as LAPACK gives them; qr's shapes follow."""
+  m, n = shape[-2:]
+  for full in (True, False):
+    u, s, vh = Tensor.ones(*shape).svd(full)
+    assert s.shape == shape[:-2] + (0,) and u.shape == shape[:-2] + (m, m if full else 0) and vh.shape == shape[:-2] + (n if full else 0, n)
+    if full: np.testing.assert_array_equal(vh.numpy(), np.broadcast_to(np.eye(n), vh.shape))
+  q, r = Tensor.ones(*shape).qr()
+  assert q.shape == shape[:-2] + (m, 0) and r.shape == shape[:-2] + (0, n)

@@ -328,6 +328,7 @@ def test_rearrange_as_einops():
                    ("(b ...) -> b ...", "cannot be split"), ("b c (h1 h2) w -> b c h1 h2 w", "cannot split")):
     with pytest.raises(ValueError, match=why): t.rearrange(bad)
   with pytest.raises(ValueError, match=r"sizes given for \['z'\]"): t.rearrange("b c h w -> b c h w", z=2)
+  with pytest.raises(TypeError, match="must be a str"): t.rearrange(3)
 
 def test_pad_to_and_shrink_to():
   check(Tensor(N).pad_to(3, None, 6), np.pad(N, ((0, 1), (0, 0), (0, 2))))

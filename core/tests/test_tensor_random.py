@@ -135,3 +135,4 @@ def test_multinomial_frequencies_follow_the_weights():
   with pytest.raises(RuntimeError, match="without replacement"): Tensor(w).multinomial(6)
   with pytest.raises(RuntimeError, match="1 or 2 dim"): Tensor.ones(2, 2, 2).multinomial(1)
   with pytest.raises(RuntimeError, match="n_sample <= 0"): Tensor(w).multinomial(0)
+  with pytest.raises(RuntimeError, match="empty distribution"): Tensor(np.zeros(0, np.float32)).multinomial(1, replacement=True)

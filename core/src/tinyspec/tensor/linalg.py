@@ -36,6 +36,7 @@ class LinalgMixin:
     """tinygrad's Newton-Schulz iteration (Muon's orthogonalization) on the last two axes: X scaled to Frobenius norm 1
     (plus eps), then `steps` times X <- sum_i params[i] (X X^T)^i X, an odd polynomial of X; a tall X is done transposed."""
     if self.ndim < 2: raise ValueError(f"newton_schulz: needs at least 2 dimensions, got shape {self.shape}")
+    if not params: raise ValueError("newton_schulz: params must hold at least one coefficient")
     if self.shape[-2] > self.shape[-1]: return self.transpose(-2, -1).newton_schulz(steps, params, eps).transpose(-2, -1)
     x = self / ((self * self).sum((-2, -1), keepdim=True).sqrt() + eps)
     for _ in range(steps):
@@ -82,6 +83,9 @@ class LinalgMixin:
     if not dtypes.is_float(self.dtype): raise RuntimeError(f"svd: expected a floating point tensor, got {self.dtype}")
     if self.dtype.itemsize < 4: return tuple(f.cast(self.dtype) for f in self.float().svd(full_matrices))  # as qr
     (m, n), batch = self.shape[-2:], self.shape[:-2]
+    if m == 0 or n == 0:  # no singular values: U and Vh are identities (full) or empty, as LAPACK's
+      def eye(k: int, keep: int) -> Tensor: return type(self).eye(k, dtype=self.dtype, device=self.device)[:, :keep].expand(*batch, k, keep)
+      return eye(m, m if full_matrices else 0), self.sum(-1)[..., :0], eye(n, n if full_matrices else 0).transpose(-2, -1)
     if m < n:  # self^T = U' S V'^T, so self = V' S U'^T
       u, s, vh = self.transpose(-2, -1).svd(full_matrices)
       return vh.transpose(-2, -1), s, u.transpose(-2, -1)

@@ -351,6 +351,7 @@ class MovementMixin:
   def rearrange(self: Tensor, formula: str, **sizes: int) -> Tensor:
     """einops' rearrange: "b c (h w) -> b h w c" splits, reorders and merges axes by name; `sizes` gives the sizes a split
     cannot infer (h=4). "..." stands for the axes not named, "()" or "1" for an axis of size 1."""
+    if not isinstance(formula, str): raise TypeError(f"rearrange: the formula must be a str, got {type(formula).__name__}")
     if formula.count("->") != 1: raise ValueError(f"rearrange: {formula!r} needs exactly one '->'")
     lhs, rhs = (_einops_side(side, formula) for side in formula.split("->"))
     names = [n for g in lhs for n in (g if isinstance(g, list) else [g])]

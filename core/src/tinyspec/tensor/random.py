@@ -120,6 +120,7 @@ class RandomMixin:
     in the categories). The weights are not read: negative or all-zero ones give no error, unlike PyTorch's."""
     if self.ndim not in (1, 2): raise RuntimeError(f"multinomial: prob_dist must be 1 or 2 dim, got shape {self.shape}")
     if num_samples <= 0: raise RuntimeError(f"multinomial: cannot sample n_sample <= 0 samples (got {num_samples})")
+    if self.shape[-1] == 0: raise RuntimeError(f"multinomial: cannot sample from an empty distribution (shape {self.shape})")
     w, n = (self if self.ndim == 2 else self.unsqueeze(0)).float(), self.shape[-1]
     if not replacement and num_samples > n:
       raise RuntimeError(f"multinomial: cannot sample n_sample > prob_dist.size(-1) samples without replacement ({num_samples} > {n})")
