@@ -52,7 +52,7 @@ class LinalgMixin:
     """(Q, R) with Q orthonormal, R upper triangular and Q @ R = self over the last two axes, as torch.linalg.qr: mode
     "reduced" gives Q (m, k), R (k, n) for k = min(m, n); "complete" (tinygrad's qr) gives Q (m, m), R (m, n). Householder
     reflections with LAPACK's signs (R's diagonal has the sign opposite to the column's), so Q and R are PyTorch's; one
-    reflection per column, unrolled into the graph, so it is for the small matrices models factor (an init, a layer)."""
+    reflection per column, each realized (the column index is data, so every step runs the same compiled kernels)."""
     if mode not in ("reduced", "complete"): raise ValueError(f"qr: mode must be 'reduced' or 'complete', got {mode!r}")
     if self.ndim < 2: raise RuntimeError(f"qr: the input must have at least 2 dimensions, got shape {self.shape}")
     if not dtypes.is_float(self.dtype): raise RuntimeError(f"qr: expected a floating point tensor, got {self.dtype}")
