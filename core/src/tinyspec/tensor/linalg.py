@@ -97,14 +97,13 @@ class LinalgMixin:
     move[_circle_move(even), np.arange(even)] = 1  # column d of the result is column src[d]
     move_t = cls(move, device=self.device)
     tol = 8 * float(np.finfo(self.dtype.np).eps) * max(n, 1)
+    tiny = 1e-300 if self.dtype == dtypes.float64 else 1e-30  # a zero column's cosines are 0, not 0 / 0
     for _ in range(30):
       for _ in range(even - 1):
         w, v = _rotate_pairs(w, v, batch, m, even)
         w, v = (w @ move_t).realize(), (v @ move_t).realize()
-      gram = w.transpose(-2, -1) @ w
-      norms = (gram * eye).sum(-1).sqrt()
-      tiny = 1e-300 if self.dtype == dtypes.float64 else 1e-30  # a zero column's cosines are 0, not 0 / 0
-      cosines = gram.abs() / (norms.unsqueeze(-1) * norms.unsqueeze(-2) + tiny)
+      norms = (w * w).sum(-2).sqrt()
+      cosines = (w.transpose(-2, -1) @ w).abs() / (norms.unsqueeze(-1) * norms.unsqueeze(-2) + tiny)
       if (cosines - eye * cosines).max().item() <= tol: break  # every pair orthogonal to the dtype's precision
     squares = (w * w).sum(-2)  # (..., even): the column norms squared, the zero column's included
     s_all = (squares > 0).where((squares > 0).where(squares, 1.0).sqrt(), 0.0)  # sqrt's slope at 0 is inf, and 0 * inf nan

@@ -236,17 +236,19 @@ class MovementMixin:
       out = UOp(Ops.WHERE, (broadcast_const(True, dtypes.bool, x.shape).pad(off, new), out, broadcast_const(value, x.dtype, new)))
     return x._new(out)
 
+  def _size_per_axis(self: Tensor, op: str, shape, args: tuple) -> tuple:
+    """pad_to's and shrink_to's target: sizes or one sequence of them, one per axis, None keeping an axis."""
+    shape = tuple(shape) if not args and isinstance(shape, (tuple, list)) else (shape, *args)
+    if len(shape) != self.ndim: raise ValueError(f"{op}: shape {shape} needs one size (or None) per axis of shape {self.shape}")
+    return shape
   def pad_to(self: Tensor, shape, *args, value: float = 0.0) -> Tensor:
     """Padded at the end of each axis to `shape` (tinygrad's; None keeps an axis), filled with `value`."""
-    shape = tuple(shape) if not args and isinstance(shape, (tuple, list)) else (shape, *args)
-    if len(shape) != self.ndim: raise ValueError(f"pad_to: shape {shape} needs one size (or None) per axis of shape {self.shape}")
+    shape = self._size_per_axis("pad_to", shape, args)
     if any(n is not None and n < s for n, s in zip(shape, self.shape)): raise ValueError(f"pad_to: shape {shape} is smaller than {self.shape}")
     return self.pad([None if n is None else (0, n - s) for n, s in zip(shape, self.shape)], value=value)
   def shrink_to(self: Tensor, shape, *args) -> Tensor:
     """The first `shape` elements of each axis (tinygrad's; None keeps an axis)."""
-    shape = tuple(shape) if not args and isinstance(shape, (tuple, list)) else (shape, *args)
-    if len(shape) != self.ndim: raise ValueError(f"shrink_to: shape {shape} needs one size (or None) per axis of shape {self.shape}")
-    return self.shrink([None if n is None else (0, n) for n in shape])
+    return self.shrink([None if n is None else (0, n) for n in self._size_per_axis("shrink_to", shape, args)])
 
   def _pad_from_edges(self: Tensor, pairs: list[tuple[int, int]], mode: str) -> Tensor:
     """Padding filled from the tensor itself, one axis at a time: each output position reads input position
@@ -354,8 +356,9 @@ class MovementMixin:
     if not isinstance(formula, str): raise TypeError(f"rearrange: the formula must be a str, got {type(formula).__name__}")
     if formula.count("->") != 1: raise ValueError(f"rearrange: {formula!r} needs exactly one '->'")
     lhs, rhs = (_einops_side(side, formula) for side in formula.split("->"))
-    names = [n for g in lhs for n in (g if isinstance(g, list) else [g])]
-    if sorted(names) != sorted(n for g in rhs for n in (g if isinstance(g, list) else [g])) or len(set(names)) != len(names):
+    def members(g: list[str] | str) -> list[str]: return g if isinstance(g, list) else [g]  # a lone axis: a group of one
+    names = [n for g in lhs for n in members(g)]
+    if sorted(names) != sorted(n for g in rhs for n in members(g)) or len(set(names)) != len(names):
       raise ValueError(f"rearrange: {formula!r} must name each axis once on each side")
     if unknown := set(sizes) - set(names): raise ValueError(f"rearrange: sizes given for {sorted(unknown)}, which {formula!r} does not name")
     if any(isinstance(g, list) and "..." in g for g in lhs): raise ValueError(f"rearrange: '...' cannot be split, as in {formula!r}")
@@ -365,14 +368,14 @@ class MovementMixin:
     dims = iter(self.shape)
     for g in lhs:  # each axis of the left side: a name, "..." (the rest), or a group whose sizes multiply to the axis'
       if g == "...": size.update((f"...{i}", next(dims)) for i in range(rest)); continue
-      n, group = next(dims), g if isinstance(g, list) else [g]
+      n, group = next(dims), members(g)
       known = math.prod(sizes[x] for x in group if x in sizes)
       free = [x for x in group if x not in sizes]
       if len(free) > 1 or (not free and known != n) or (free and (known == 0 or n % known)):
         raise ValueError(f"rearrange: axis of size {n} cannot split into {group} with sizes {sizes} ({formula!r})")
       size.update({x: sizes[x] for x in group if x in sizes} | {x: n // known for x in free})
     def names_in(g) -> list[str]:  # a group's (or a lone axis') names, "..." as the axes it stands for
-      return [a for n in (g if isinstance(g, list) else [g]) for a in ([f"...{i}" for i in range(rest)] if n == "..." else [n])]
+      return [a for n in members(g) for a in ([f"...{i}" for i in range(rest)] if n == "..." else [n])]
     left, right = [a for g in lhs for a in names_in(g)], [a for g in rhs for a in names_in(g)]
     x = self.reshape(tuple(size[a] for a in left)).permute([left.index(a) for a in right])
     return x.reshape(tuple(d for g in rhs for d in ([size[a] for a in names_in(g)] if g == "..." else [math.prod(size[a] for a in names_in(g))])))

@@ -35,6 +35,14 @@ def _odd(x: Tensor, f: Callable[[Tensor], Tensor]) -> Tensor:
   y = f(neg.where(-x, x))
   return neg.where(-y, y)
 
+def _negative(x: Tensor) -> Tensor:
+  """Whether a float's sign is negative: -0.0 included (1 / -0.0 is -inf), nan not."""
+  return (x < 0) | (x.reciprocal() < 0)
+
+def _off_sign(r: Tensor, negative: Tensor) -> Tensor:
+  """Where r is not 0 and its sign is not the one `negative` says: a remainder that must move by one divisor."""
+  return (r != 0) & ((r < 0) != negative)
+
 # erf(x) near 0: 2/sqrt(pi) (x - x^3/3 + x^5/10 - x^7/42 + x^9/216 - x^11/1320), error below 2e-8 for |x| < 0.5
 _ERF_TAYLOR = tuple(2 / math.sqrt(math.pi) * c for c in (1.0, -1 / 3, 1 / 10, -1 / 42, 1 / 216, -1 / 1320))
 
@@ -169,8 +177,7 @@ class PointwiseMixin:
   def copysign(self: Tensor, y: Tensor | Scalar) -> Tensor:
     """|x| with y's sign (-0.0 counts as negative, nan as positive)."""
     x, y = self._float()._broadcasted(y, match_dtype=False)
-    neg = (y < 0) | ((y == 0) & (y._float().reciprocal() < 0))
-    return neg.where(-x.abs(), x.abs())
+    return _negative(y._float()).where(-x.abs(), x.abs())
   def _float_fmod(self: Tensor, y: Tensor) -> Tensor:
     """C's fmod for float32/64 x and y (same shape), exact as C's: x - q y for q = trunc(x / y), with q y taken exactly as
     p + e (Dekker's product of Veltkamp halves) while |q| < 2**(mantissa bits), then moved by one y where x / y rounded
@@ -189,10 +196,10 @@ class PointwiseMixin:
     (qh, ql), (dh, dl) = halves(exact.where(q, 0.0)), halves(exact.where(d.detach(), 0.0))
     p = q * d
     e = exact.where((((qh * dh - p.detach()) + qh * dl) + ql * dh) + ql * dl, 0.0).detach()  # q d - p, a rounding correction
-    f, negative = (x - p) - e, (x < 0) | (x.reciprocal() < 0)
+    f, negative = (x - p) - e, _negative(x)
     toward_x = (negative == (d < 0)).where(d, -d)  # |y| with x's sign
     f = (f.abs() >= d.abs()).where(f - toward_x, f)  # q one short of x / y's integer part: one more y
-    f = ((f != 0) & ((f < 0) != negative)).where(f + toward_x, f)  # q one past it: one y back
+    f = _off_sign(f, negative).where(f + toward_x, f)  # q one past it: one y back
     f = ((f == 0) & negative).where(-(f.detach() - f), f)  # a zero takes x's sign, slope kept
     # past |q| = 2**bits (no exact product, and x / y's rounding can put q many y off) f is exact only where q y is a float
     # (a power-of-two y); nan where one y did not bring it into range (q = inf, say). C's fmod is exact at any size.
@@ -205,14 +212,14 @@ class PointwiseMixin:
     and its sign is not y's, rounded once, so a zero keeps x's sign and -1e-30 mod 2 is 2. For a finite x and y = +-inf: x
     where their signs agree (or x is 0), else y. Slopes: 1 in x, -floor(x / y) in y."""
     f = self._float_fmod(y)
-    return ((f != 0) & ((f < 0) != (y < 0))).where(f + y, f)
+    return _off_sign(f, y < 0).where(f + y, f)
   def _float_floordiv(self: Tensor, y: Tensor) -> Tensor:
     """floor(x / y) for float32/64 x and y as PyTorch and Python compute it: (x - fmod(x, y)) / y, less one where the fmod
     is not 0 and its sign is not y's, an integer but for rounding, rounded to it; so 1.0 // 0.1 is 9 (x / y itself rounds
     up to 10) and x == (x // y) * y + x % y. A zero quotient takes x / y's sign; x / 0 where y is 0."""
     f = self._float_fmod(y)
     q = (self - f) / y
-    q = ((f != 0) & ((f < 0) != (y < 0))).where(q - 1, q)
+    q = _off_sign(f, y < 0).where(q - 1, q)
     return (q == 0).where(self / y * 0, (y == 0).where(self / y, q.round()))
   def fmod(self: Tensor, y: Tensor | Scalar) -> Tensor:
     """C's fmod: the remainder of truncated division, with x's sign (Python's % floors and takes y's); exact for floats
@@ -220,7 +227,7 @@ class PointwiseMixin:
     x, y = self._broadcasted(y)
     if not dtypes.is_float(x.dtype):
       r = x % y
-      return ((r != 0) & ((r < 0) != (x < 0))).where(r - y, r)
+      return _off_sign(r, x < 0).where(r - y, r)
     return x.float()._float_fmod(y.float()).cast(x.dtype) if x.dtype.itemsize < 4 else x._float_fmod(y)
   def isclose(self: Tensor, other: Tensor | Scalar, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False) -> Tensor:
     """|x - y| <= atol + rtol |y| elementwise, or x == y (infinities of one sign); nan is close to nan only with equal_nan."""
