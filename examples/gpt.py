@@ -45,7 +45,7 @@ class Block:
     q, k, v = (f(h).reshape(b, t, self.heads, c // self.heads).transpose(1, 2) for f in (self.q, self.k, self.v))  # (b, heads, t, c/heads)
     att = q.scaled_dot_product_attention(k, v, is_causal=True).transpose(1, 2).reshape(b, t, c)
     x = x + self.proj(att)
-    return x + self.down(self.up(self.norm2(x)).gelu())
+    return x + self.down(self.up(self.norm2(x)).gelu(approximate="none"))
 
 
 class GPT:

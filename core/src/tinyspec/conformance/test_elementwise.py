@@ -68,7 +68,7 @@ UNARY = {
   "ceil": (Tensor.ceil, np.ceil, A), "round": (Tensor.round, np.round, np.round(A * 4) / 4),
   "relu": (Tensor.relu, lambda x: np.maximum(x, 0), A), "leaky_relu": (lambda x: x.leaky_relu(0.1), lambda x: np.where(x < 0, 0.1 * x, x), A),
   "sigmoid": (Tensor.sigmoid, sigmoid, A), "tanh": (Tensor.tanh, np.tanh, A), "silu": (Tensor.silu, lambda x: x * sigmoid(x), A),
-  "gelu": (Tensor.gelu, lambda x: 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2))), A),
+  "gelu": (lambda x: x.gelu(approximate="none"), lambda x: 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2))), A),
   "gelu_tanh": (lambda x: x.gelu(approximate="tanh"), lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3))), A),
   "softplus": (Tensor.softplus, lambda x: np.log1p(np.exp(x)), A), "elu": (Tensor.elu, lambda x: np.where(x > 0, x, np.expm1(x)), A),
   "hardtanh": (Tensor.hardtanh, lambda x: np.clip(x, -1, 1), A),

@@ -272,9 +272,10 @@ class PointwiseMixin:
   def hardtanh(self: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
     """x clipped to [min_val, max_val]; unlike clamp (slope 1 at its bounds) no gradient at the bounds, as PyTorch."""
     return (self <= min_val).where(min_val, (self >= max_val).where(max_val, self))
-  def gelu(self: Tensor, approximate: str = "none") -> Tensor:
-    """x P(X <= x) for a standard normal X: 0.5 x (1 + erf(x / sqrt 2)); approximate="tanh" (tinygrad's default) uses
-    0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))."""
+  def gelu(self: Tensor, approximate: str = "tanh") -> Tensor:
+    """x P(X <= x) for a standard normal X. The default, approximate="tanh", is tinygrad's Tensor.gelu (PyTorch has no
+    Tensor.gelu): 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))). approximate="none" is the exact form, PyTorch's
+    F.gelu default: 0.5 x (1 + erf(x / sqrt 2))."""
     x = self._float()
     if approximate == "tanh": return 0.5 * x * (1 + (math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)).tanh())
     if approximate != "none": raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
