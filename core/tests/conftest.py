@@ -30,3 +30,10 @@ def clean_registry(monkeypatch):
   Device.reset()
   yield
   Device.reset()
+
+@pytest.fixture
+def pytorch_ints(monkeypatch):
+  """dtypes.default_int set to int64, PyTorch's default: the positions tinyspec returns (argmax, sort's and cummax's
+  indices, randperm) then have the dtype torch's do. By default they are int32, as the default int and tinygrad's are."""
+  from tinyspec import dtypes
+  monkeypatch.setattr(dtypes, "default_int", dtypes.int64)

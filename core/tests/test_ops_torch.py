@@ -159,7 +159,7 @@ def test_dropout_only_in_training():
 TIES = np.array([[3, 1, 2, 1, np.nan, -np.inf, 2], [0, 0, 0, 5, -1, 7, 7]], np.float32)
 
 @pytest.mark.parametrize("descending", [False, True])
-def test_sort_is_stable_with_nan_last_as_pytorch(descending):
+def test_sort_is_stable_with_nan_last_as_pytorch(descending, pytorch_ints):
   v, i = Tensor(TIES).sort(1, descending=descending)
   tv, ti = torch.sort(torch.tensor(TIES), dim=1, descending=descending, stable=True)
   np.testing.assert_array_equal(v.numpy(), tv.numpy())
@@ -233,7 +233,7 @@ def test_view_diagonal_diag_meshgrid():
     for got, want in zip(ours, theirs): np.testing.assert_array_equal(got.numpy(), want.numpy())
 
 @pytest.mark.parametrize("name", ["cummax", "cummin"])
-def test_cummax_cummin_values_and_indices(name):
+def test_cummax_cummin_values_and_indices(name, pytorch_ints):
   """Indices name the last element equal to the running value (ties go late), a nan stays once met (its index the last nan)."""
   a = rng.standard_normal((4, 6)).astype(np.float32)
   check(lambda x: getattr(x, name)(1).values, lambda x: getattr(torch, name)(x, 1).values, a)
@@ -467,7 +467,7 @@ def test_remainder_and_fmod_round_once():
     for ours, theirs in ((lambda a, b: a % b, torch.remainder), (lambda a, b: a.fmod(b), torch.fmod)):
       np.testing.assert_array_max_ulp(ours(Tensor(x), Tensor(y)).numpy(), theirs(torch.tensor(x), torch.tensor(y)).numpy(), maxulp=1)
 
-def test_porting_helpers_match_pytorch():
+def test_porting_helpers_match_pytorch(pytorch_ints):
   """allclose (a Python bool), nbytes (a property), is_floating_point, and the dtypes randperm and multinomial give."""
   pairs = [([1.0, 2.0], [1.0, 2.00001]), ([1.0, math.nan], [1.0, math.nan]), ([math.inf], [math.inf]), ([1.0], [1.1]), ([0.0], [1e-9])]
   for a, b in pairs:

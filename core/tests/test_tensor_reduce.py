@@ -4,6 +4,7 @@ import math
 import numpy as np
 import pytest
 from tinyspec import Tensor, dtypes
+from tinyspec.dtype import position_dtype
 
 rng = np.random.default_rng(0)
 A = rng.standard_normal((3, 4, 5)).astype(np.float32)
@@ -65,8 +66,24 @@ def test_argmax_argmin(axis, keepdim):
   a = rng.standard_normal((4, 6)).astype(np.float32)
   for f in ("argmax", "argmin"):
     out = getattr(Tensor(a), f)(axis, keepdim)
-    assert out.dtype == dtypes.int64
+    assert out.dtype == dtypes.int32  # the default int, as arange's
     np.testing.assert_array_equal(out.numpy(), getattr(np, f)(a, axis, keepdims=keepdim))
+
+def test_positions_have_the_default_int_dtype(monkeypatch):
+  """Every op that returns positions gives arange's dtype: the default int (int32, tinygrad's), int64 once
+  dtypes.default_int is (PyTorch's); a count past int32's range needs int64 whatever the default."""
+  x = Tensor([[3.0, 1.0, 2.0, 0.5]])
+  ops = {"argmax": lambda: x.argmax(1), "argmin": lambda: x.argmin(), "sort": lambda: x.sort()[1], "argsort": lambda: x.argsort(),
+         "topk": lambda: x.topk(2)[1], "cummax": lambda: x.cummax(1)[1], "cummin": lambda: x.cummin(1)[1],
+         "max_pool2d": lambda: x.reshape(1, 1, 2, 2).max_pool2d(return_indices=True)[1], "nonzero": lambda: x.nonzero(),
+         "multinomial": lambda: x.multinomial(2), "randperm": lambda: Tensor.randperm(4)}
+  for default in (dtypes.int32, dtypes.int64):
+    monkeypatch.setattr(dtypes, "default_int", default)
+    for name, op in ops.items(): assert op().dtype == default, name
+    assert x.argmax(1).numpy().tolist() == [0] and x.sort()[1].numpy().tolist() == [[3, 1, 2, 0]]
+  assert position_dtype(2 ** 31) == dtypes.int64 and position_dtype(2 ** 31 + 1) == dtypes.int64
+  monkeypatch.setattr(dtypes, "default_int", dtypes.int32)
+  assert position_dtype(2 ** 31) == dtypes.int32 and position_dtype(2 ** 31 + 1) == dtypes.int64
 
 @pytest.mark.parametrize("npdt", [np.int32, np.int8, np.uint8, np.bool_, np.float16])
 def test_arg_reductions_pick_the_first_tie(npdt):

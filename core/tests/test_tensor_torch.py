@@ -355,7 +355,7 @@ def test_empty_axis_tuple_reduces_nothing():
   for f in (Tensor.sum, Tensor.mean, Tensor.max, Tensor.any): assert f(Tensor(a), ()).shape == (2, 3)
 
 @pytest.mark.parametrize("dt", DTYPES)
-def test_reduction_dtypes(dt):
+def test_reduction_dtypes(dt, pytorch_ints):
   """sum/prod/cumsum of bool and ints give int64 (PyTorch's rule); max/min keep the dtype; float16 sums accumulate in float32."""
   a = data(dt, (3, 5), lo=-3, hi=4, scale=1.0)
   x, r = Tensor(a), tt(a)
@@ -377,7 +377,7 @@ def test_reduction_dtypes(dt):
 
 @pytest.mark.parametrize("axis", [None, 0, 1, -1, -2])
 @pytest.mark.parametrize("keepdim", [False, True])
-def test_argmax_argmin(axis, keepdim):
+def test_argmax_argmin(axis, keepdim, pytorch_ints):
   """Ties pick the first index; axis None indexes the flattened tensor."""
   a = data("int32", (4, 5), lo=-2, hi=3)
   f = data("float32", (4, 5))

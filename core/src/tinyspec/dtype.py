@@ -135,6 +135,12 @@ class dtypes:
     if not isinstance(dt, DType): raise UnknownDTypeName(f"unknown dtype name {name!r}")
     return dt
 
+def position_dtype(count: int) -> DType:
+  """The dtype of the positions 0..count-1 that a Tensor op hands back (argmax, the indices of sort, topk, cummax and
+  max_pool2d, nonzero, multinomial, randperm): Tensor.arange(count)'s. That is the default int, int32 as in tinygrad, and
+  int64 where count - 1 does not fit it. `dtypes.default_int = dtypes.int64` gives PyTorch's int64 everywhere."""
+  return dtypes.from_py(max(count - 1, 0))
+
 class UnknownDTypeName(ValueError, AttributeError):
   """A dtype name that is not an attribute of `dtypes`: a ValueError, and the AttributeError that `getattr(dtypes, name)`
   (tinygrad's lookup) raises, so code written for either catches it."""

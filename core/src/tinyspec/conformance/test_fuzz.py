@@ -37,7 +37,7 @@ import pytest
 from tinyspec import Tensor, dtypes
 from tinyspec.conformance import TENSOR_DTYPES, Capabilities
 from tinyspec.conformance.support import read, tensor
-from tinyspec.dtype import DType, bf16_round, bf16_to_bits, float_to_int, least_upper_dtype
+from tinyspec.dtype import DType, bf16_round, bf16_to_bits, float_to_int, least_upper_dtype, position_dtype
 
 DEFAULT_CASES = 20  # per dtype: 260 cases where the device has all 13
 SLOW_SEED = 1000    # the slow run's seeds start here, past the default run's
@@ -530,7 +530,8 @@ class Program:
       if nd == 0: out = np.array(0)
       elif axis is None: out = np.array(f(r.v)).reshape((1,) * nd if keepdim else ())
       else: out = f(r.v, axis=axis, keepdims=keepdim)
-      self.new(call, Ref(np.asarray(out).astype(np.int64), dtypes.int64))
+      dt = position_dtype(math.prod(r.shape) if axis is None else r.shape[axis])  # the default int
+      self.new(call, Ref(np.asarray(out).astype(dt.np), dt))
     return True
 
   def movement(self, x: str) -> bool:

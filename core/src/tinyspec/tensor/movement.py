@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tinyspec.dtype import DType, dtypes, least_upper_dtype
+from tinyspec.dtype import DType, dtypes, least_upper_dtype, position_dtype
 from tinyspec.uop.ops import Ops
 from tinyspec.uop.properties import sint_is, sint_max, sint_value
 from tinyspec.uop.rewrite import graph_rewrite
@@ -293,8 +293,10 @@ class MovementMixin:
       raise RuntimeError(f"masked_select: a mask of shape {mask.shape} does not broadcast with the tensor's shape {self.shape}") from None
     return self.expand(shape).reshape(-1)[np.flatnonzero(np.broadcast_to(mask.numpy(), shape))]
   def nonzero(self: Tensor) -> Tensor:
-    """The indices of the nonzero elements, one row of ndim int64 indices each (torch.nonzero); reads the values now."""
-    return type(self)(np.argwhere(np.atleast_1d(self.numpy())).astype(np.int64)[:, :self.ndim], device=self.device)  # 0-d: (n, 0)
+    """The indices of the nonzero elements, one row of ndim indices (position_dtype's) each (torch.nonzero); reads the
+    values now."""
+    rows = np.argwhere(np.atleast_1d(self.numpy()))[:, :self.ndim]  # 0-d: (n, 0)
+    return type(self)(rows.astype(position_dtype(max(self.shape, default=1)).np), device=self.device)
   def diagonal(self: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
     """The diagonal of the (dim1, dim2) planes as a new last axis, above the main one for offset > 0 (torch.diagonal): the
     plane cut to n x n, flattened, padded to n rows of n + 1 and their first column kept."""

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tinyspec.dtype import dtypes
+from tinyspec.dtype import dtypes, position_dtype
 from tinyspec.tensor.movement import broadcast_shape
 
 if TYPE_CHECKING:
@@ -246,7 +246,7 @@ class NNMixin:
                  dilation: IntOrTuple = 1, ceil_mode: bool = False, return_indices: bool = False) -> Tensor | tuple[Tensor, Tensor]:
     """The max over each window of the last len(kernel_size) axes (the last 2 for an int); padding counts as -inf. The
     gradient goes to each window's first maximum in row-major order, as PyTorch's (whose indices name that one). With
-    return_indices, also where each maximum is, as an int64 index into the flattened spatial axes of the input (the last
+    return_indices, also where each maximum is, as an index (position_dtype's) into the flattened spatial axes of the input (the last
     nan of a window that has one, as PyTorch): what max_unpool2d takes."""
     k, s, d, _, pads, o = self._pool_setup(kernel_size, stride, padding, dilation, ceil_mode, "max_pool2d")
     nd, keep = len(k), [None] * (self.ndim - len(k))
@@ -259,7 +259,7 @@ class NNMixin:
     if not return_indices: return values
     # each window's flat input positions, from the same windows over an arange (padding: a position past every real one)
     spatial, past = self.shape[-nd:], math.prod(self.shape[-nd:])
-    positions = type(self).arange(past, dtype=dtypes.int64, device=self.device).reshape(*spatial).pad(pads, value=past)
+    positions = type(self).arange(past, dtype=position_dtype(past + 1), device=self.device).reshape(*spatial).pad(pads, value=past)
     positions = _pool(positions, k, s, d).shrink([(0, oo) for oo in o] + [None] * nd).flatten(nd)
     x = windows.detach()
     first_max = (x == values.detach().unsqueeze(-1)).where(positions, past).min(-1)

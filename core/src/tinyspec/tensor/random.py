@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tinyspec.dtype import DType, dtypes, to_dtype
+from tinyspec.dtype import DType, dtypes, position_dtype, to_dtype
 from tinyspec.tensor.movement import no_negative_sizes, shape_arg
 from tinyspec.uop.ops import Ops
 from tinyspec.uop.properties import sint_max
@@ -104,17 +104,17 @@ class RandomMixin:
 
   @classmethod
   def randperm(cls, n: int, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
-    """A random permutation of 0..n-1 (int64 unless `dtype`), as torch.randperm: n random 64-bit keys from the seeded
+    """A random permutation of 0..n-1 (position_dtype's unless `dtype`), as torch.randperm: n random 64-bit keys from the seeded
     generator, argsorted. The argsort runs on the host (O(n log n); the device sort is O(n^2)), so this realizes: keep it
     out of a TinyJit step."""
     if not isinstance(n, int) or isinstance(n, bool) or n < 0: raise RuntimeError(f"randperm: n must be a non-negative int, got {n!r}")
-    dt = dtypes.int64 if dtype is None else to_dtype(dtype)
+    dt = position_dtype(n) if dtype is None else to_dtype(dtype)
     if not (dtypes.is_int(dt) or dtypes.is_float(dt)) or n - 1 > dt.max: raise RuntimeError(f"randperm: {n} values do not fit {dt}")
     keys = cls._random_bits(n, device).numpy() if n else np.zeros(0, np.uint64)
     return cls(np.argsort(keys, kind="stable").astype(dt.np), device=device)
 
   def multinomial(self: Tensor, num_samples: int = 1, replacement: bool = False) -> Tensor:
-    """`num_samples` category indices (int64) drawn with the probabilities proportional to this tensor's last axis (1-d,
+    """`num_samples` category indices (position_dtype's) drawn with the probabilities proportional to this tensor's last axis (1-d,
     or 2-d: one row of weights per draw), as torch.multinomial. With replacement, or for one sample, by the inverse of the
     cumulative weights; without, Efraimidis and Spirakis' keys log(u) / w, the largest num_samples of them (topk, O(n^2)
     in the categories). The weights are not read: negative or all-zero ones give no error, unlike PyTorch's."""
@@ -129,7 +129,7 @@ class RandomMixin:
       u = type(self).rand(w.shape[0], num_samples, 1, device=self.device) * cdf[:, -1:].unsqueeze(1)
       picked = (cdf.unsqueeze(1) <= u).sum(-1).clamp(max=n - 1)  # the first category whose cumulative weight passes u
     else: picked = (type(self).rand(*w.shape, device=self.device).log() / w).topk(num_samples, -1)[1]
-    return (picked if self.ndim == 2 else picked.squeeze(0)).cast(dtypes.int64)
+    return (picked if self.ndim == 2 else picked.squeeze(0)).cast(position_dtype(n))
 
   @classmethod
   def uniform(cls, *shape, low: float = 0.0, high: float = 1.0, dtype: DType | str | None = None, device: str | None = None,

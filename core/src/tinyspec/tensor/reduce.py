@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, NamedTuple
 
-from tinyspec.dtype import DType, dtypes
+from tinyspec.dtype import DType, dtypes, position_dtype
 from tinyspec.tensor.movement import resolve_dim
 from tinyspec.uop.ops import Ops
 from tinyspec.uop.uop import UOp
@@ -74,16 +74,16 @@ class ReduceMixin:
 
   # ---- arg reductions ----
   def argmax(self: Tensor, axis: int | None = None, keepdim: bool = False) -> Tensor:
-    """The index (int64, as PyTorch) of the largest value along `axis`, the first one on ties (and the first nan, as PyTorch).
-    axis None: the index into the flattened tensor."""
+    """The index of the largest value along `axis`, the first one on ties (and the first nan, as PyTorch); its dtype is
+    dtype.position_dtype's (the default int). axis None: the index into the flattened tensor."""
     if axis is None:
       out = self.flatten().argmax(0) if self.ndim else self.argmax(0)
       return out.reshape((1,) * self.ndim) if keepdim else out
     ax = resolve_dim(axis, self.ndim)
-    if self.ndim == 0: return self._full_like_shape((), 0, dtypes.int64)
+    if self.ndim == 0: return self._full_like_shape((), 0, position_dtype(1))
     if (n := self.shape[ax]) == 0: raise IndexError(f"argmax(): Expected reduction dim {ax} to have non-zero size.")
     hit, rev = self._maxima(ax)
-    return (n - hit.where(rev, 0).max(ax, keepdim=keepdim)).cast(dtypes.int64)  # found in int32, the kernels' cheaper width
+    return (n - hit.where(rev, 0).max(ax, keepdim=keepdim)).cast(position_dtype(n))  # found in int32, the kernels' cheaper width
 
   def _maxima(self: Tensor, ax: int) -> tuple[Tensor, Tensor]:
     """(hit, rev) along axis ax: hit marks the maxima, rev = n - i (int32, size 1 on the other axes) is largest at the first
@@ -95,7 +95,7 @@ class ReduceMixin:
     return hit, type(self).arange(n, 0, -1, dtype=dtypes.int32, device=self.device).reshape(tuple(n if i == ax else 1 for i in range(self.ndim)))
 
   def argmin(self: Tensor, axis: int | None = None, keepdim: bool = False) -> Tensor:
-    """The index (int64) of the smallest value along `axis`, the first one on ties. axis None: into the flattened tensor."""
+    """The index (argmax's dtype) of the smallest value along `axis`, the first one on ties. axis None: into the flattened tensor."""
     if self.dtype == dtypes.bool: flipped = self.logical_not()
     elif dtypes.is_int(self.dtype): flipped = ~self  # ~x reverses the order of signed and unsigned ints alike, without overflow
     else: flipped = -self
@@ -168,13 +168,13 @@ class ReduceMixin:
     return ValuesIndices(values, self._last_reached(values, axis))
 
   def _last_reached(self: Tensor, running: Tensor, axis: int) -> Tensor:
-    """For a running max or min: the index of the last element so far equal to it (int64). The running value only moves
+    """For a running max or min: the index of the last element so far equal to it (position_dtype's). The running value only moves
     one way, so an element equal to its own running value that comes later reaches the current one: the running max of
     those elements' positions is the index."""
-    if self.ndim == 0: return type(self).zeros((), dtype=dtypes.int64, device=self.device)
+    if self.ndim == 0: return type(self).zeros((), dtype=position_dtype(1), device=self.device)
     ax = resolve_dim(axis, self.ndim)
     n = self.shape[ax]
-    pos = type(self).arange(n, dtype=dtypes.int64, device=self.device).reshape(n, *[1] * (self.ndim - ax - 1))
+    pos = type(self).arange(n, dtype=position_dtype(n), device=self.device).reshape(n, *[1] * (self.ndim - ax - 1))
     reached = (self == running) | (self != self) if dtypes.is_float(self.dtype) else self == running
     return reached.where(pos, -1)._scan(ax, "max")
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tinyspec.dtype import dtypes
+from tinyspec.dtype import dtypes, position_dtype
 from tinyspec.tensor.movement import resolve_dim
 
 if TYPE_CHECKING:
@@ -33,13 +33,13 @@ class SortMixin:
 
   def sort(self: Tensor, dim: int = -1, descending: bool = False) -> tuple[Tensor, Tensor]:
     """(values, indices) sorted along `dim`, stable: equal values keep their order (torch.sort with stable=True)."""
-    if self.ndim == 0: return self, type(self).zeros((), dtype=dtypes.int64, device=self.device)
+    if self.ndim == 0: return self, type(self).zeros((), dtype=position_dtype(1), device=self.device)
     d = resolve_dim(dim, self.ndim)
     x = self.transpose(d, -1)
     n = x.shape[-1]
     place = x._ranks(descending).unsqueeze(-1) == type(self).arange(n, dtype=dtypes.int32, device=self.device)  # (..., i, k)
     values = x.unsqueeze(-1)._select(place, (-2,))  # the one element the one-hot keeps per place k, in x's dtype
-    indices = type(self).arange(n, dtype=dtypes.int64, device=self.device).reshape(n, 1)._select(place, (-2,))
+    indices = type(self).arange(n, dtype=position_dtype(n), device=self.device).reshape(n, 1)._select(place, (-2,))
     return values.transpose(d, -1), indices.transpose(d, -1)
 
   def argsort(self: Tensor, dim: int = -1, descending: bool = False) -> Tensor:
