@@ -246,8 +246,8 @@ class NNMixin:
                  dilation: IntOrTuple = 1, ceil_mode: bool = False, return_indices: bool = False) -> Tensor | tuple[Tensor, Tensor]:
     """The max over each window of the last len(kernel_size) axes (the last 2 for an int); padding counts as -inf. The
     gradient goes to each window's first maximum in row-major order, as PyTorch's (whose indices name that one). With
-    return_indices, also where each maximum is, as an index (position_dtype's) into the flattened spatial axes of the input (the last
-    nan of a window that has one, as PyTorch): what max_unpool2d takes."""
+    return_indices, also where each maximum is, as an index (position_dtype's) into the flattened spatial axes of the
+    input (the last nan of a window that has one, as PyTorch): what max_unpool2d takes."""
     k, s, d, _, pads, o = self._pool_setup(kernel_size, stride, padding, dilation, ceil_mode, "max_pool2d")
     nd, keep = len(k), [None] * (self.ndim - len(k))
     # the input's gradient (each window's gradient sent back to its maximum) gets a buffer of its own: what comes before a

@@ -95,7 +95,8 @@ class ReduceMixin:
     return hit, type(self).arange(n, 0, -1, dtype=dtypes.int32, device=self.device).reshape(tuple(n if i == ax else 1 for i in range(self.ndim)))
 
   def argmin(self: Tensor, axis: int | None = None, keepdim: bool = False) -> Tensor:
-    """The index (argmax's dtype) of the smallest value along `axis`, the first one on ties. axis None: into the flattened tensor."""
+    """The index (argmax's dtype) of the smallest value along `axis`, the first one on ties. axis None: into the flattened
+    tensor."""
     if self.dtype == dtypes.bool: flipped = self.logical_not()
     elif dtypes.is_int(self.dtype): flipped = ~self  # ~x reverses the order of signed and unsigned ints alike, without overflow
     else: flipped = -self
