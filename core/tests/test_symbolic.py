@@ -4,6 +4,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tinyspec.dtype import dtypes
 from tinyspec.uop import Ops, UOp, verify
+from tinyspec.uop.rewrite import graph_rewrite
 from tinyspec.uop.symbolic import simplify, sym
 
 x, y, z = UOp.variable("x", 0, 10), UOp.variable("y", 0, 3), UOp.variable("z", -5, 5)
@@ -221,3 +222,20 @@ def test_pool_windows_that_do_not_overlap_are_plain_reshapes():
     (g,) = pooled.sum().gradient(x)
     divisors = {u.src[1].arg[0] for item in rangeify(callify(g.uop)).items for u in item.ast.toposort() if u.op in (Ops.IDIV, Ops.MOD)}
     assert divisors <= {2}, divisors
+
+def test_a_gated_loads_index_uses_the_bounds_its_gate_sets():
+  # a padded window: r = w + k (0..40) is read at row r // 33 of 1089-element planes only where r < 33, so there the
+  # quotient is 0 and the index is r itself. The gate may name the sum in another order than the index does
+  from tinyspec.uop.symbolic import pm_index_given_valid
+  w, k = UOp.variable("w", 0, 30), UOp.variable("k", 0, 10)
+  buf = UOp(Ops.PARAM, (UOp.vec((4096,)),), (0, dtypes.float32))
+  def load(idx, gate): return UOp(Ops.LOAD, (buf.index(idx), UOp.const(0.0, dtypes.float32), gate))
+  r = w + k
+  assert graph_rewrite(load(r + (r // 33) * 1089, (k + w) < 33), sym + pm_index_given_valid) is load(r, (k + w) < 33)
+  # not (r < 5) bounds r from below: (r - 5) // 36 is 0 for r in 5..40
+  assert graph_rewrite(load((r + -5) // 36, (r < 5).ne(True)), sym + pm_index_given_valid).src[0].src[1].arg[0] == 0
+  # so does a gate on one term: w < 20 keeps r under 30
+  assert graph_rewrite(load(r + (r // 33) * 1089, w < 20), sym + pm_index_given_valid) is load(r, w < 20)
+  # a gate that narrows nothing the index holds, or nothing at all, leaves the load as it was
+  for gate in (UOp.variable("q", 0, 9) < 5, r < 100, w < 40):
+    assert graph_rewrite(load(r + (r // 33) * 1089, gate), sym + pm_index_given_valid) is graph_rewrite(load(r + (r // 33) * 1089, gate), sym)

@@ -43,7 +43,7 @@ from tinyspec.uop.ops import AxisType, GroupOp, Ops
 from tinyspec.uop.properties import sint_is, sint_max, vec_values
 from tinyspec.uop.rewrite import PatternMatcher, UPat, graph_rewrite
 from tinyspec.uop.spec import verify_between_stages
-from tinyspec.uop.symbolic import sym
+from tinyspec.uop.symbolic import pm_index_given_valid, sym
 from tinyspec.uop.uop import UOp
 
 
@@ -301,7 +301,7 @@ class _KernelBuilder:
       stores.append(UOp(Ops.STORE, (address, val)))
     store = stores[0] if len(stores) == 1 else UOp(Ops.GROUP, tuple(stores))
     ast = UOp.sink(UOp(Ops.END, (store, *reversed(out_ranges))) if out_ranges else store)
-    ast = graph_rewrite(ast, sym)
+    ast = graph_rewrite(ast, sym + pm_index_given_valid)
     # simplifying may drop every read of a buffer (x | True): renumber the PARAMs that are left
     used = [(b, p) for b, p in self.params.items() if p in set(ast.toposort())]
     if len(used) < len(self.params):

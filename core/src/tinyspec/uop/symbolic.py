@@ -4,6 +4,8 @@ Rules that reassociate or collect terms apply to integers only: with floats they
 IDIV and MOD are floor division and floor modulo (see docs/spec.md), which makes (q*c + r)//c == q + r//c exact for any ints."""
 from __future__ import annotations
 
+import collections
+
 from tinyspec.dtype import INTS, dtypes
 from tinyspec.uop.ops import GroupOp, Ops
 from tinyspec.uop.rewrite import PatternMatcher, UPat, graph_rewrite
@@ -227,6 +229,46 @@ pm_binary_digits = PatternMatcher([
 ])
 
 sym = pm_fold_consts + pm_identities + pm_decide_by_range + pm_collect_terms + pm_div_mod + pm_binary_digits
+
+def and_clauses(u: UOp) -> list[UOp]:
+  """The clauses of a tree of bool ANDs: (a & b) & c is [a, b, c]."""
+  return [c for s in u.src for c in and_clauses(s)] if u.op is Ops.AND and u.dtype == dtypes.bool else [u]
+
+def _sum_key(u: UOp) -> frozenset:
+  """u's summands as a multiset, so a + b and b + a (which simplification may leave in either order) compare equal."""
+  return frozenset(collections.Counter(sum_terms(u)).items())
+
+def bounds_given(valid: UOp) -> dict[frozenset, tuple[int, int]]:
+  """The narrower interval that each integer expression compared with a constant in `valid` has wherever `valid` holds,
+  keyed by its summands (`_sum_key`): x < c bounds x by c - 1 from above, not (x < c) by c from below. Expressions it
+  does not narrow are left out."""
+  bounds: dict[frozenset, tuple[int, int]] = {}
+  for clause in and_clauses(valid):
+    at_least = clause.op is Ops.CMPNE and clause.src[1].op is Ops.CONST and clause.src[1].arg[0] is True
+    cmp = clause.src[0] if at_least else clause
+    if cmp.op is not Ops.CMPLT or cmp.src[1].op is not Ops.CONST or cmp.src[0].dtype not in INT: continue
+    x, c = cmp.src[0], cmp.src[1].arg[0]
+    lo, hi = bounds.get(key := _sum_key(x), x.min_max)
+    bounds[key] = (max(lo, c), hi) if at_least else (lo, min(hi, c - 1))
+  return bounds
+
+def _index_given_valid(buf: UOp, idx: UOp, alt: UOp, valid: UOp) -> UOp | None:
+  """A gated load's index simplified with the bounds its gate puts on its parts: each narrowed part stands in as a
+  variable of the narrower interval while `sym` runs, then is put back. The index is only used where the gate holds."""
+  if not (bounds := bounds_given(valid)): return None
+  narrowed = [(u, b) for u in idx.toposort() if u.dtype == dtypes.index and u.op is not Ops.CONST
+              and (b := bounds.get(_sum_key(u))) and b != u.min_max and b[0] <= b[1]]
+  if not narrowed: return None
+  stand_ins = {u: UOp.variable(f"<where valid {i}>", lo, hi) for i, (u, (lo, hi)) in enumerate(narrowed)}
+  new = graph_rewrite(idx.substitute(stand_ins), sym).substitute({v: u for u, v in stand_ins.items()})
+  return None if new is idx else UOp(Ops.LOAD, (buf.index(new), alt, valid))
+
+# index arithmetic under a load's gate: a padded window's x*33 + y with the gate x < 33 never reaches the next row of 1089,
+# so (x*33 + y) // 1089 is 0 there (a conv's input gradient: 20 integer ops an element fewer)
+pm_index_given_valid = PatternMatcher([
+  (UPat(Ops.LOAD, src=(UPat(Ops.INDEX, src=(UPat.var("buf"), UPat.var("idx", dtypes.index))), UPat.var("alt"), UPat.var("valid", dtypes.bool))),
+   _index_given_valid),                                                                  # load(buf[idx], alt, valid) -> load(buf[idx | valid], ...)
+])
 
 def simplify(u: UOp) -> UOp:
   """u with every rule of `sym` applied to a fixed point."""
