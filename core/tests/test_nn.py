@@ -7,6 +7,7 @@ import pytest
 from tinyspec import Tensor, dtypes
 from tinyspec.nn import BatchNorm, BatchNorm2d, Conv2d, Embedding, LayerNorm, Linear
 from tinyspec.nn.state import get_state_dict, load_state_dict
+from tinyspec.uop.ops import Ops
 
 rng = np.random.default_rng(0)
 
@@ -128,6 +129,25 @@ def test_batchnorm_by_hand():
   x2 = _f32(4, 2, 3)
   np.testing.assert_allclose(bn(Tensor(x2)).numpy(), (x2 - rm[:, None]) / np.sqrt(rv[:, None] + 1e-5), rtol=1e-5, atol=1e-6)  # eval
   np.testing.assert_array_equal(bn.running_mean.numpy(), rm)  # eval leaves the statistics alone
+
+def test_batchnorm_computes_its_input_and_statistics_once():
+  # training mode writes the running statistics now; the input (a convolution) and the batch's mean and variance are
+  # computed in that same realize, so the output reads them instead of a second convolution and second reductions
+  xn, wn = _f32(4, 2, 6, 6), _f32(3, 2, 3, 3)
+  w = Tensor(wn, requires_grad=True)
+  bn = BatchNorm(3)
+  with Tensor.train(): y = bn(h := Tensor(xn).conv2d(w))
+  assert h.uop.op is Ops.BUFFER and not [u for u in y.uop.toposort() if u.op is Ops.REDUCE]
+  hn = h.numpy()
+  m, v = hn.mean((0, 2, 3), keepdims=True), hn.var((0, 2, 3), keepdims=True)
+  np.testing.assert_allclose(y.numpy(), (hn - m) / np.sqrt(v + 1e-5), rtol=1e-4, atol=1e-4)
+  # the gradient still reaches the convolution's weight (its graph is kept for backward): the same as through a
+  # BatchNorm that tracks no statistics, and so realizes nothing early
+  r = Tensor(_f32(4, 3, 4, 4))
+  (g,) = (y * r).sum().gradient(w)
+  with Tensor.train(): (want,) = (BatchNorm(3, track_running_stats=False)(Tensor(xn).conv2d(w)) * r).sum().gradient(w)
+  assert np.abs(want.numpy()).max() > 0.1
+  np.testing.assert_allclose(g.numpy(), want.numpy(), rtol=1e-4, atol=1e-5)
 
 def test_batchnorm_without_running_stats_uses_batch_in_eval():
   x = _f32(5, 3)

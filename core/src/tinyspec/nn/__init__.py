@@ -9,7 +9,8 @@ Train and eval mode follow tinygrad: one global flag, `Tensor.training` (False b
 `with Tensor.train():` (`Tensor.train(False)` for eval). Only BatchNorm reads it here.
 
 BatchNorm's running statistics are Tensors with requires_grad=False whose buffers are written (assigned and realized) on
-every training-mode call; they are among `get_parameters(model)` (an optimizer given them only realizes them: a no-op)."""
+every training-mode call, in one realize with the input and the batch's statistics, which the output then reads; they are
+among `get_parameters(model)` (an optimizer given them only realizes them: a no-op)."""
 from __future__ import annotations
 
 import math
@@ -31,11 +32,13 @@ def _kaiming_bound(fan_in: int) -> float:
 def _uniform(shape: tuple[int, ...], bound: float, device: str | None, dtype: DType | None) -> Tensor:
   return Tensor.uniform(*shape, low=-bound, high=bound, dtype=dtype, device=device)
 
-def _replace(t: Tensor, new: Tensor) -> None:
-  """Write the value `new` into `t`'s buffer now (`assign`, realized), so every holder of `t` (a state dict, an optimizer)
-  sees the new value, and a step captured by TinyJit writes it again on every replay."""
-  if t.uop.op is not Ops.BUFFER: t.realize()  # a fresh statistic (zeros, ones) gets its buffer on first use
-  t.assign(new.cast(t.dtype)).realize()
+def _write_now(writes: list[tuple[Tensor, Tensor]], *also: Tensor) -> None:
+  """Write each new value into its tensor's buffer now (`assign`), so every holder of the tensor (a state dict, an
+  optimizer) sees it, and a step captured by TinyJit writes it again on every replay. One realize does all the writes
+  and computes `also` with them: values the writes read that are used again later, kept instead of computed twice."""
+  for t, _ in writes:
+    if t.uop.op is not Ops.BUFFER: t.realize()  # a fresh statistic (zeros, ones) gets its buffer on first use
+  Tensor.realize(*(t.assign(new.cast(t.dtype)) for t, new in writes), *also)
 
 
 class Linear:
@@ -118,10 +121,12 @@ class BatchNorm:
       xf = x if dtypes.is_float(x.dtype) else x.float()
       mean, var = xf.mean(axes), xf.var(axes, correction=0)
       if Tensor.training and self.track_running_stats:
-        _replace(self.num_batches_tracked, self.num_batches_tracked + 1)
-        f = self.momentum if self.momentum is not None else 1 / self.num_batches_tracked.float()
-        _replace(self.running_mean, (1 - f) * self.running_mean + f * mean.detach())
-        _replace(self.running_var, (1 - f) * self.running_var + f * (var.detach() * (n / (n - 1))))
+        count = self.num_batches_tracked + 1
+        f = self.momentum if self.momentum is not None else 1 / count.float()
+        # the input and its statistics are computed with the writes, so the normalization below (and its backward)
+        # reads them instead of computing the input (a convolution) and the statistics again
+        _write_now([(self.num_batches_tracked, count), (self.running_mean, (1 - f) * self.running_mean + f * mean.detach()),
+                    (self.running_var, (1 - f) * self.running_var + f * (var.detach() * (n / (n - 1))))], x, mean, var)
     return x.batchnorm(self.weight, self.bias, mean, (var + self.eps).rsqrt())
 
 BatchNorm1d = BatchNorm2d = BatchNorm3d = BatchNorm
