@@ -28,12 +28,13 @@ turned into index arithmetic (RESHAPE by flatten/unflatten, PERMUTE, FLIP, SHRIN
 EXPAND by index 0), and each REDUCE over RANGEs of its own. Buffers are PARAMs numbered per kernel, so two kernels
 doing the same work on other buffers are the same UOp and compile once.
 
-Before the split, a float sum over more than SUM_BLOCK elements becomes a tree of sums of at most SUM_BLOCK each (see
-`split_long_sums`): one serial chain of n additions loses about n rounding errors' worth, a tree of depth d about d
+Before the split, a factor with one value along a sum's axes is moved out of the sum (`sum_factors`), and a float sum
+over more than SUM_BLOCK elements becomes a tree of sums of at most SUM_BLOCK each (see `split_long_sums`): one serial chain of n additions loses about n rounding errors' worth, a tree of depth d about d
 blocks' worth, so `ones(10_000, 10_000).sum()` is exact and a 64M-element float32 sum is within 1e-6. The sums of the
 tree nest in the same kernel (each level a loop with its own accumulator), so it costs no extra memory traffic."""
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -479,6 +480,30 @@ threaded_long_sums = PatternMatcher([
   (UPat(Ops.REDUCE, name="red"), _threaded_sum),  # a long reduction -> 256 partial results in a kernel of their own; a float sum: a tree
 ])
 
+def _factors(u: UOp) -> list[UOp]:
+  """The factors of a tree of MULs: (a * b) * c is [a, b, c]."""
+  return [f for s in u.src for f in _factors(s)] if u.op is Ops.MUL else [u]
+
+def _uniform_over(u: UOp, axes: tuple[int, ...]) -> bool:
+  """Whether u has one value along every axis in `axes`: a constant, or a broadcast (EXPAND) from size 1 there."""
+  return u.op is Ops.CONST or (u.op is Ops.EXPAND and all(u.src[0].shape[a] == 1 for a in axes))
+
+def _factor_out(red: UOp) -> UOp | None:
+  """sum(x * c) over axes along which the factor c has one value -> sum(x) * c: a factor the same for every term of the
+  sum is applied once to the sum. Sums that differ only by such factors are then one REDUCE, computed once (a
+  BatchNorm's backward: sum(dy * weight * invstd) is sum(dy) times the factors, sum(dy) its bias' gradient)."""
+  if red.arg[0] is not Ops.ADD or red.src[0].op is not Ops.MUL: return None
+  factors, axes = _factors(red.src[0]), red.arg[1]
+  uniform, rest = [f for f in factors if _uniform_over(f, axes)], [f for f in factors if not _uniform_over(f, axes)]
+  if not uniform or not rest: return None
+  out = functools.reduce(lambda a, b: a * b, rest).reduce(Ops.ADD, axes)
+  for f in uniform: out = out * (f if f.op is Ops.CONST else f.src[0] if f.src[0].shape == red.shape else f.src[0].expand(red.shape))
+  return out
+
+sum_factors = PatternMatcher([
+  (UPat(Ops.REDUCE, name="red"), _factor_out),  # sum(x * c), c one value along the sum -> sum(x) * c
+])
+
 def rangeify(fn: UOp, gpu: bool = False, threads: int = 1) -> Schedule:
   """Split the FUNCTION made by callify into kernels (and copies), in an order that respects their dependencies. Long
   float sums become trees of blocks first (`split_long_sums`); for a GPU-style device (`gpu`) they stay one reduction per
@@ -488,7 +513,7 @@ def rangeify(fn: UOp, gpu: bool = False, threads: int = 1) -> Schedule:
   a long sum into a small output gets WORKGROUPS partial sums in a kernel of their own (`threaded_long_sums`), whose
   output axis the optimizer splits over THREAD axes."""
   long_sums = gpu_long_sums if gpu else threaded_long_sums if threads > 1 else split_long_sums
-  body, args = graph_rewrite(fn.src[0], long_sums), fn.src[1:]
+  body, args = graph_rewrite(fn.src[0], sum_factors + long_sums), fn.src[1:]
   sched = Schedule(n_args=len(args))
   buffer_of: dict[UOp, int] = {}
   has_assign = False
