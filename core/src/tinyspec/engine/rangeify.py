@@ -29,9 +29,10 @@ EXPAND by index 0), and each REDUCE over RANGEs of its own. Buffers are PARAMs n
 doing the same work on other buffers are the same UOp and compile once.
 
 Before the split, a factor with one value along a sum's axes is moved out of the sum (`sum_factors`), and a float sum
-over more than SUM_BLOCK elements becomes a tree of sums of at most SUM_BLOCK each (see `split_long_sums`): one serial chain of n additions loses about n rounding errors' worth, a tree of depth d about d
-blocks' worth, so `ones(10_000, 10_000).sum()` is exact and a 64M-element float32 sum is within 1e-6. The sums of the
-tree nest in the same kernel (each level a loop with its own accumulator), so it costs no extra memory traffic."""
+over more than SUM_BLOCK elements becomes a tree of sums of at most SUM_BLOCK each (see `split_long_sums`): one serial
+chain of n additions loses about n rounding errors' worth, a tree of depth d about d blocks' worth, so
+`ones(10_000, 10_000).sum()` is exact and a 64M-element float32 sum is within 1e-6. The sums of the tree nest in the
+same kernel (each level a loop with its own accumulator), so it costs no extra memory traffic."""
 from __future__ import annotations
 
 import functools
