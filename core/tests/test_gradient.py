@@ -306,6 +306,20 @@ def test_backward_through_values_read_on_the_way():
   y.assign(Tensor([1.0, 1.0, 1.0])).realize()
   with pytest.raises(RuntimeError, match="does not require grad"): y.sum().backward()
 
+def test_gradients_read_realized_values_from_their_buffers():
+  # a value realized on the way (read, or computed early as BatchNorm's input is) is differentiated through its graph,
+  # but where the gradient needs the value itself it reads the buffer: h = x @ w and then g = 3 * h are each realized,
+  # so the gradient of sum(g^2) is one matmul, x^T @ 6g, reading g's buffer (whose graph reads h's), with no second
+  # matmul recomputing h
+  rng = np.random.default_rng(3)
+  xn, wn = rng.standard_normal((4, 5), dtype=np.float32), rng.standard_normal((5, 3), dtype=np.float32)
+  x, w = Tensor(xn), Tensor(wn, requires_grad=True)
+  h = (x @ w).realize()
+  g = (h * 3).realize()
+  (grad,) = (g * g).sum().gradient(w)
+  assert sum(u.op is Ops.REDUCE and u.src[0].op is Ops.MUL for u in grad.uop.toposort()) == 1 and g.uop in grad.uop.toposort()
+  np.testing.assert_allclose(grad.numpy(), xn.T @ (18 * (xn @ wn)), rtol=1e-5, atol=1e-5)
+
 def test_intermediate_requires_grad():
   x = Tensor([1.0, 2.0], requires_grad=True)
   y = x * 3

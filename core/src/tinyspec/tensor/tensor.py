@@ -285,22 +285,23 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Lin
     """Set requires_grad in place; returns self."""
     self.requires_grad = requires_grad
     return self
-  def _graph(self) -> UOp:
+  def _graph(self, restored: dict[UOp, UOp] | None = None) -> UOp:
     """The graph of this tensor's value, with each buffer in it that realize cut from a graph needing gradients put back
-    as that graph (which may read such buffers in turn)."""
+    as that graph (which may read such buffers in turn); each such buffer and its graph go into `restored` if given."""
     root = self.uop
     while _forward_of:
       topo = root.toposort()
       written = {u.src[0] for u in topo if u.op is Ops.AFTER}  # a pending assign's target stays itself
       if not (cut := {u: g for u in topo if u.op is Ops.BUFFER and u not in written and (g := _forward_of.get(u)) is not None}): break
       root = root.substitute(cut)
+      if restored is not None: restored.update(cut)
     return root
 
   def gradient(self, *targets: Tensor, gradient: Tensor | None = None, materialize_grads: bool = False) -> list[Tensor]:
     """d(self)/d(target) for each target, as lazy tensors with requires_grad=False (nothing is accumulated). `gradient` is
     d(loss)/d(self), implicitly 1 for a one-element tensor. A target the value does not depend on is an error, or zeros
     with materialize_grads."""
-    root, want = self._graph(), {t.uop for t in targets}
+    root, want = self._graph(restored := {}), {t.uop for t in targets}
     path = grad_path(root, want)
     if root not in path and not materialize_grads: raise RuntimeError("element 0 of tensors does not require grad and does not have a grad_fn")
     if gradient is None:
@@ -310,6 +311,12 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Lin
     elif gradient.shape != self.shape: raise RuntimeError(f"backward: gradient of shape {gradient.shape} for a tensor of shape {self.shape}")
     else: seed = gradient.cast(self.dtype).uop
     grads, out = compute_gradient(root, seed, want), []
+    # the gradients read a forward value from the buffer it was realized into, instead of computing its graph again; a
+    # graph put back inside another is a buffer again only once the inner one is, so this repeats until nothing changes
+    if restored:
+      back, sink = {g: b for b, g in restored.items()}, UOp.sink(*grads.values())
+      while (again := sink.substitute(back)) is not sink: sink = again
+      grads = dict(zip(grads, sink.src))
     for t in targets:
       if t.uop not in path and not materialize_grads: raise RuntimeError(f"gradient: a target (shape {t.shape}) is not used in this tensor's graph")
       u = grads.get(t.uop)  # None: on a path, but every rule along it gave none (trunc): zero
