@@ -107,3 +107,8 @@ def test_a_factor_the_same_along_a_sum_is_applied_to_the_sum():
   np.testing.assert_allclose(out, (xn * xn).sum((0, 2, 3)), rtol=1e-5)
   n, out = kernels_run((x * w.reshape(1, 3, 1, 1)).max((0, 2, 3)))
   np.testing.assert_allclose(out, (xn * wn.reshape(1, 3, 1, 1)).max((0, 2, 3)), rtol=1e-6)
+
+def test_a_half_sum_keeps_its_factor_inside():
+  # moving the factor out makes the sum 100 x 1000, past float16's 65504: right only because a float16 sum adds in float32
+  x, w = Tensor.full((100,), 1000.0, dtype="float16"), Tensor([0.001], dtype="float16")
+  np.testing.assert_allclose((x * w.expand(100)).sum().numpy().astype(np.float32), 100.0, rtol=1e-2)

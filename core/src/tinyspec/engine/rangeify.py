@@ -492,7 +492,8 @@ def _uniform_over(u: UOp, axes: tuple[int, ...]) -> bool:
 def _factor_out(red: UOp) -> UOp | None:
   """sum(x * c) over axes along which the factor c has one value -> sum(x) * c: a factor the same for every term of the
   sum is applied once to the sum. Sums that differ only by such factors are then one REDUCE, computed once (a
-  BatchNorm's backward: sum(dy * weight * invstd) is sum(dy) times the factors, sum(dy) its bias' gradient)."""
+  BatchNorm's backward: sum(dy * weight * invstd) is sum(dy) times the factors, sum(dy) its bias' gradient). sum(x) could
+  overflow where the scaled terms' sum does not only in a 16-bit float, and Tensor.sum adds those in float32."""
   if red.arg[0] is not Ops.ADD or red.src[0].op is not Ops.MUL: return None
   factors, axes = _factors(red.src[0]), red.arg[1]
   uniform, rest = [f for f in factors if _uniform_over(f, axes)], [f for f in factors if not _uniform_over(f, axes)]

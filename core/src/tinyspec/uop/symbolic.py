@@ -264,7 +264,7 @@ def _index_given_valid(buf: UOp, idx: UOp, alt: UOp, valid: UOp) -> UOp | None:
   return None if new is idx else UOp(Ops.LOAD, (buf.index(new), alt, valid))
 
 # index arithmetic under a load's gate: a padded window's x*33 + y with the gate x < 33 never reaches the next row of 1089,
-# so (x*33 + y) // 1089 is 0 there (a conv's input gradient: 20 integer ops an element fewer)
+# so (x*33 + y) // 1089 is 0 there (the fold of a conv's input gradient: 5 divisions and modulos an element, from 11)
 pm_index_given_valid = PatternMatcher([
   (UPat(Ops.LOAD, src=(UPat(Ops.INDEX, src=(UPat.var("buf"), UPat.var("idx", dtypes.index))), UPat.var("alt"), UPat.var("valid", dtypes.bool))),
    _index_given_valid),                                                                  # load(buf[idx], alt, valid) -> load(buf[idx | valid], ...)
