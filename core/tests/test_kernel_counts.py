@@ -112,3 +112,10 @@ def test_a_half_sum_keeps_its_factor_inside():
   # moving the factor out makes the sum 100 x 1000, past float16's 65504: right only because a float16 sum adds in float32
   x, w = Tensor.full((100,), 1000.0, dtype="float16"), Tensor([0.001], dtype="float16")
   np.testing.assert_allclose((x * w.expand(100)).sum().numpy().astype(np.float32), 100.0, rtol=1e-2)
+
+def test_a_sum_of_a_long_product_schedules():
+  # looking for factors to move out of a sum walks the product with a stack, not recursion: 3000 chained factors
+  (xn,), (x,) = inputs((4, 3))
+  t = x
+  for _ in range(3000): t = t * 1.0001
+  np.testing.assert_allclose(t.sum(0).numpy(), xn.sum(0) * 1.0001 ** 3000, rtol=1e-3)

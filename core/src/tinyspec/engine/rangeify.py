@@ -484,8 +484,12 @@ threaded_long_sums = PatternMatcher([
 ])
 
 def _factors(u: UOp) -> list[UOp]:
-  """The factors of a tree of MULs: (a * b) * c is [a, b, c]."""
-  return [f for s in u.src for f in _factors(s)] if u.op is Ops.MUL else [u]
+  """The factors of a tree of MULs: (a * b) * c is [a, b, c] (an explicit stack: a product may chain thousands)."""
+  factors, stack = [], [u]
+  while stack:
+    if (n := stack.pop()).op is Ops.MUL: stack.extend(reversed(n.src))
+    else: factors.append(n)
+  return factors
 
 def _uniform_over(u: UOp, axes: tuple[int, ...]) -> bool:
   """Whether u has one value along every axis in `axes`: a constant, or a broadcast (EXPAND) from size 1 there."""

@@ -231,8 +231,12 @@ pm_binary_digits = PatternMatcher([
 sym = pm_fold_consts + pm_identities + pm_decide_by_range + pm_collect_terms + pm_div_mod + pm_binary_digits
 
 def and_clauses(u: UOp) -> list[UOp]:
-  """The clauses of a tree of bool ANDs: (a & b) & c is [a, b, c]."""
-  return [c for s in u.src for c in and_clauses(s)] if u.op is Ops.AND and u.dtype == dtypes.bool else [u]
+  """The clauses of a tree of bool ANDs: (a & b) & c is [a, b, c] (an explicit stack: a gate may chain many)."""
+  clauses, stack = [], [u]
+  while stack:
+    if (n := stack.pop()).op is Ops.AND and n.dtype == dtypes.bool: stack.extend(reversed(n.src))
+    else: clauses.append(n)
+  return clauses
 
 def _sum_key(u: UOp) -> frozenset:
   """u's summands as a multiset, so a + b and b + a (which simplification may leave in either order) compare equal."""
