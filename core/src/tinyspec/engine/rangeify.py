@@ -493,7 +493,7 @@ def _factors(u: UOp) -> list[UOp]:
 
 def _uniform_over(u: UOp, axes: tuple[int, ...]) -> bool:
   """Whether u has one value along every axis in `axes`: a constant, or a broadcast (EXPAND) from size 1 there."""
-  return u.op is Ops.CONST or (u.op is Ops.EXPAND and all(u.src[0].shape[a] == 1 for a in axes))
+  return u.op is Ops.CONST or (u.op is Ops.EXPAND and all(sint_is(u.src[0].shape[a], 1) for a in axes))
 
 def _factor_out(red: UOp) -> UOp | None:
   """sum(x * c) over axes along which the factor c has one value -> sum(x) * c: a factor the same for every term of the
