@@ -42,6 +42,18 @@ def identity(op: str, dtype: DType) -> bool | int | float:
 class ReduceMixin:
   """Reductions composed from sum and max (tensor.py's `_reduce` makes those)."""
 
+  # ---- prod and min, beside tensor.py's sum and max ----
+  def prod(self: Tensor, axis: Axis = None, keepdim: bool = False, dtype: DType | str | None = None) -> Tensor:
+    """Product over `axis`; dtypes as sum."""
+    x = self._acc_dtype(dtype)
+    if dtypes.is_float(x.dtype) and x.dtype.itemsize < 4: return x.float()._reduce(Ops.MUL, axis, keepdim).cast(x.dtype)
+    return x._reduce(Ops.MUL, axis, keepdim)
+  def min(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:
+    """The smallest value over `axis`: -max(-x) for floats, ~max(~x) for ints and bool (~ reverses their order exactly)."""
+    if any(self.shape[a] == 0 for a in self._axes(axis)): raise RuntimeError(f"min: cannot reduce an empty axis of shape {self.shape}")
+    if dtypes.is_float(self.dtype): return -((-self).max(axis, keepdim))
+    return ~((~self).max(axis, keepdim))
+
   # ---- statistics ----
   def mean(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:
     """The mean over `axis` (all axes if None). Ints and bool give the default float; an empty reduction gives nan."""

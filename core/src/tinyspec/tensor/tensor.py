@@ -762,7 +762,7 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Lin
     return ((frac > 0.5) | ((frac == 0.5) & odd)).where(f + 1, f)
   def lerp(self, end: Tensor | Scalar, weight: Tensor | Scalar) -> Tensor: return self + (end - self) * weight
 
-  # ---- the basic reductions (the rest are in reduce.py) ----
+  # ---- the basic reductions: sum and max (the rest, prod and min among them, are in reduce.py) ----
   def _axes(self, axis: int | tuple[int, ...] | list[int] | None) -> tuple[int, ...]:
     """`axis` as sorted non-negative axes; None is all of them. A 0-d tensor accepts axis 0 or -1 and reduces nothing."""
     if axis is None: return tuple(range(self.ndim))
@@ -783,11 +783,6 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Lin
     x = self._acc_dtype(dtype)
     if dtypes.is_float(x.dtype) and x.dtype.itemsize < 4: return x.float()._reduce(Ops.ADD, axis, keepdim).cast(x.dtype)
     return x._reduce(Ops.ADD, axis, keepdim)
-  def prod(self, axis: int | tuple[int, ...] | None = None, keepdim: bool = False, dtype: DType | str | None = None) -> Tensor:
-    """Product over `axis`; dtypes as sum."""
-    x = self._acc_dtype(dtype)
-    if dtypes.is_float(x.dtype) and x.dtype.itemsize < 4: return x.float()._reduce(Ops.MUL, axis, keepdim).cast(x.dtype)
-    return x._reduce(Ops.MUL, axis, keepdim)
   def max(self, axis: int | tuple[int, ...] | None = None, keepdim: bool = False) -> Tensor:
     """The largest value over `axis` (values only; no indices). Reducing an empty axis is an error. The gradient is PyTorch's:
     over one axis given as an int (torch.max(x, dim)) it all goes to the first maximum, the one argmax picks; over all axes
@@ -799,8 +794,3 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Lin
       pick = hit.where(rev, 0)
       return (pick == pick.max(ax, keepdim=True)).where(self, 0.0)._reduce(Ops.ADD, ax, keepdim)  # the first maximum, plus zeros
     return self._reduce(Ops.MAX, axis, keepdim)
-  def min(self, axis: int | tuple[int, ...] | None = None, keepdim: bool = False) -> Tensor:
-    """The smallest value over `axis`: -max(-x) for floats, ~max(~x) for ints and bool (~ reverses their order exactly)."""
-    if any(self.shape[a] == 0 for a in self._axes(axis)): raise RuntimeError(f"min: cannot reduce an empty axis of shape {self.shape}")
-    if dtypes.is_float(self.dtype): return -((-self).max(axis, keepdim))
-    return ~((~self).max(axis, keepdim))
