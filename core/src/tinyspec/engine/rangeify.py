@@ -45,7 +45,7 @@ from tinyspec.uop.ops import AxisType, GroupOp, Ops
 from tinyspec.uop.properties import sint_is, sint_max, vec_values
 from tinyspec.uop.rewrite import PatternMatcher, UPat, graph_rewrite
 from tinyspec.uop.spec import verify_between_stages
-from tinyspec.uop.symbolic import pm_index_given_valid, sym
+from tinyspec.uop.symbolic import operands, pm_index_given_valid, sym
 from tinyspec.uop.uop import UOp
 
 
@@ -483,14 +483,6 @@ threaded_long_sums = PatternMatcher([
   (UPat(Ops.REDUCE, name="red"), _threaded_sum),  # a long reduction -> 256 partial results in a kernel of their own; a float sum: a tree
 ])
 
-def _factors(u: UOp) -> list[UOp]:
-  """The factors of a tree of MULs: (a * b) * c is [a, b, c] (an explicit stack: a product may chain thousands)."""
-  factors, stack = [], [u]
-  while stack:
-    if (n := stack.pop()).op is Ops.MUL: stack.extend(reversed(n.src))
-    else: factors.append(n)
-  return factors
-
 def _uniform_over(u: UOp, axes: tuple[int, ...]) -> bool:
   """Whether u has one value along every axis in `axes`: a constant, or a broadcast (EXPAND) from size 1 there."""
   return u.op is Ops.CONST or (u.op is Ops.EXPAND and all(sint_is(u.src[0].shape[a], 1) for a in axes))
@@ -501,7 +493,7 @@ def _factor_out(red: UOp) -> UOp | None:
   BatchNorm's backward: sum(dy * weight * invstd) is sum(dy) times the factors, sum(dy) its bias' gradient). sum(x) could
   overflow where the scaled terms' sum does not only in a 16-bit float, and Tensor.sum adds those in float32."""
   if red.arg[0] is not Ops.ADD or red.src[0].op is not Ops.MUL: return None
-  factors, axes = _factors(red.src[0]), red.arg[1]
+  factors, axes = operands(red.src[0], Ops.MUL), red.arg[1]
   uniform, rest = [f for f in factors if _uniform_over(f, axes)], [f for f in factors if not _uniform_over(f, axes)]
   if not uniform or not rest: return None
   out = functools.reduce(lambda a, b: a * b, rest).reduce(Ops.ADD, axes)

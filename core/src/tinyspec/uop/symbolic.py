@@ -55,14 +55,19 @@ def _unsplit(x: UOp, c1: UOp, c2: UOp, c3: UOp) -> UOp | None:
   """(x // c) * (c*k) + (x % c) * k is x * k: a flat index split into two axes and joined again."""
   return x * c3 if c1.arg[0] > 0 and c2.arg[0] == c1.arg[0] * c3.arg[0] else None
 
-def sum_terms(u: UOp) -> list[UOp]:
-  """The summands of a tree of ADDs: (a + b) + c is [a, b, c] (in no promised order)."""
-  terms, stack = [], [u]
+def operands(u: UOp, op: Ops) -> list[UOp]:
+  """The operands of a tree of `op` nodes, left to right: (a + b) + c is [a, b, c] for ADD. An explicit stack, not
+  recursion: a chain may be thousands long."""
+  leaves, stack = [], [u]
   while stack:
-    n = stack.pop()
-    if n.op is Ops.ADD: stack.extend(n.src)
-    else: terms.append(n)
-  return terms
+    if (n := stack.pop()).op is op: stack.extend(reversed(n.src))
+    else: leaves.append(n)
+  return leaves
+
+def sum_terms(u: UOp) -> list[UOp]:
+  """The summands of a tree of ADDs, right to left: (a + b) + c is [c, b, a]. The index rules rebuild sums from them in
+  this order, so it fixes the shape of every simplified index (and so each kernel's code)."""
+  return operands(u, Ops.ADD)[::-1]
 
 def _no_wrap(u: UOp) -> bool:
   """True when u's interval shows it cannot have wrapped around (always for index arithmetic, which is 64-bit)."""
@@ -230,14 +235,6 @@ pm_binary_digits = PatternMatcher([
 
 sym = pm_fold_consts + pm_identities + pm_decide_by_range + pm_collect_terms + pm_div_mod + pm_binary_digits
 
-def and_clauses(u: UOp) -> list[UOp]:
-  """The clauses of a tree of bool ANDs: (a & b) & c is [a, b, c] (an explicit stack: a gate may chain many)."""
-  clauses, stack = [], [u]
-  while stack:
-    if (n := stack.pop()).op is Ops.AND and n.dtype == dtypes.bool: stack.extend(reversed(n.src))
-    else: clauses.append(n)
-  return clauses
-
 def _sum_key(u: UOp) -> frozenset:
   """u's summands as a multiset, so a + b and b + a (which simplification may leave in either order) compare equal."""
   return frozenset(collections.Counter(sum_terms(u)).items())
@@ -247,7 +244,7 @@ def bounds_given(valid: UOp) -> dict[frozenset, tuple[int, int]]:
   keyed by its summands (`_sum_key`): x < c bounds x by c - 1 from above, not (x < c) by c from below. Expressions it
   does not narrow are left out."""
   bounds: dict[frozenset, tuple[int, int]] = {}
-  for clause in and_clauses(valid):
+  for clause in operands(valid, Ops.AND):  # the gate's clauses: a bool AND's operands are bools
     at_least = clause.op is Ops.CMPNE and clause.src[1].op is Ops.CONST and clause.src[1].arg[0] is True
     cmp = clause.src[0] if at_least else clause
     if cmp.op is not Ops.CMPLT or cmp.src[1].op is not Ops.CONST or cmp.src[0].dtype not in INT: continue
