@@ -303,7 +303,7 @@ class _KernelBuilder:
       stores.append(UOp(Ops.STORE, (address, val)))
     store = stores[0] if len(stores) == 1 else UOp(Ops.GROUP, tuple(stores))
     ast = UOp.sink(UOp(Ops.END, (store, *reversed(out_ranges))) if out_ranges else store)
-    ast = graph_rewrite(ast, kernel_simplify)
+    ast = graph_rewrite(graph_rewrite(ast, sym), pm_index_given_valid)  # index arithmetic, then gated loads' under their gates
     # simplifying may drop every read of a buffer (x | True): renumber the PARAMs that are left
     used = [(b, p) for b, p in self.params.items() if p in set(ast.toposort())]
     if len(used) < len(self.params):
@@ -399,8 +399,6 @@ def sum_blocks(n: int) -> list[int]:
   b = next((d for d in range(SUM_BLOCK, SUM_BLOCK // 16 - 1, -1) if n % d == 0), None)
   if b is None: n, b = -(-n // SUM_BLOCK) * SUM_BLOCK, SUM_BLOCK
   return sum_blocks(n // b) + [b]
-
-kernel_simplify = sym + pm_index_given_valid  # each kernel's index arithmetic, gated loads' indices under their gates
 
 LANE_MULTIPLE = 256
 """What a GPU-style device's long float sums are padded to a multiple of: its optimizer splits a reduction over as many
@@ -504,8 +502,11 @@ sum_factors = PatternMatcher([
   (UPat(Ops.REDUCE, name="red"), _factor_out),  # sum(x * c), c one value along the sum -> sum(x) * c
 ])
 
-# composed once here: composing a PatternMatcher compiles its rules (10 ms, a first call's whole schedule twice over)
-serial_sums, gpu_sums, threaded_sums = (sum_factors + m for m in (split_long_sums, gpu_long_sums, threaded_long_sums))
+@functools.cache
+def _sum_rules(gpu: bool, threaded: bool) -> PatternMatcher:
+  """sum_factors, then the long-sum rules for this kind of device: composed once per kind a process uses, since composing a
+  PatternMatcher compiles its rules (about 3 ms; composed on every call, it doubled a first call's schedule time)."""
+  return sum_factors + (gpu_long_sums if gpu else threaded_long_sums if threaded else split_long_sums)
 
 def rangeify(fn: UOp, gpu: bool = False, threads: int = 1) -> Schedule:
   """Split the FUNCTION made by callify into kernels (and copies), in an order that respects their dependencies. Long
@@ -515,8 +516,7 @@ def rangeify(fn: UOp, gpu: bool = False, threads: int = 1) -> Schedule:
   long one into a small output is spread over WORKGROUPS workgroups first (`gpu_long_sums`). For a CPU with `threads` > 1,
   a long sum into a small output gets WORKGROUPS partial sums in a kernel of their own (`threaded_long_sums`), whose
   output axis the optimizer splits over THREAD axes."""
-  sums = gpu_sums if gpu else threaded_sums if threads > 1 else serial_sums
-  body, args = graph_rewrite(fn.src[0], sums), fn.src[1:]
+  body, args = graph_rewrite(fn.src[0], _sum_rules(gpu, threads > 1)), fn.src[1:]
   sched = Schedule(n_args=len(args))
   buffer_of: dict[UOp, int] = {}
   has_assign = False
