@@ -75,6 +75,8 @@ def test_properties_and_reading():
   assert t.size() == (2, 3) and t.size(1) == 3 and t.size(-2) == 2 and len(t) == 2 and t.element_size() == 4
   assert t.tolist() == [[1, 2, 3], [4, 5, 6]] and Tensor(2.5).tolist() == 2.5
   assert [r.tolist() for r in t] == [[1, 2, 3], [4, 5, 6]]
+  assert t.data().tolist() == [[1, 2, 3], [4, 5, 6]] and t.data().format == "i" and t.T.data().tolist() == [[1, 4], [2, 5], [3, 6]]
+  assert Tensor(2.5).data().shape == () and Tensor(2.5).data().tolist() == 2.5 and Tensor([[True]]).data().format == "?"
   assert Tensor([[7]]).item() == 7 and type(Tensor([1.5]).item()) is float and type(Tensor(True).item()) is bool
   assert bool(Tensor([1])) and not bool(Tensor(0.0)) and int(Tensor(3.7)) == 3 and float(Tensor(2)) == 2.0
   r = repr(t)
@@ -83,6 +85,7 @@ def test_properties_and_reading():
   with pytest.raises(RuntimeError, match="6 elements"): t.item()
   with pytest.raises(RuntimeError, match="ambiguous"): bool(t)
   with pytest.raises(TypeError, match="0-d"): len(Tensor(1))
+  with pytest.raises(TypeError, match="bfloat16"): t.bfloat16().data()
   with pytest.raises(IndexError, match="out of range"): t.size(2)
 
 def test_realize_is_lazy_until_asked():

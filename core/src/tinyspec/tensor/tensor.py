@@ -242,6 +242,10 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Lin
   def numpy(self) -> np.ndarray:
     """The value as a new numpy array (realizes)."""
     return engine.to_numpy(self.realize().uop)
+  def data(self) -> memoryview:
+    """The value as a memoryview in the dtype's struct format and this shape, tinygrad's data() (realizes; a new buffer)."""
+    if self.dtype == dtypes.bfloat16: raise TypeError("data(): bfloat16 has no memoryview format; read .float().data() or .numpy()")
+    return memoryview(a if (a := self.numpy()).flags.c_contiguous else a.copy())
   def tolist(self) -> Any:
     """The value as nested Python lists (a Python scalar for a 0-d tensor)."""
     return self.numpy().tolist()
