@@ -77,6 +77,19 @@ def test_casts(src):
       cpu, ref = cpu[ok], ref[ok]
     np.testing.assert_array_equal(cpu, ref, err_msg=f"{src.name} -> {dst.name}")
 
+@pytest.mark.parametrize("src", [d for d in INTS if not dtypes.is_unsigned(d)], ids=lambda d: d.name)
+def test_sign_extended_unsigned_to_float(src):
+  """Negative ints cast to a wider unsigned int, then to float: LLVM's SLP vectorizer narrowed such a uitofp to the bits
+  below the copies of the sign (fuzz case int32-30864, a 7-element mean, was 2**64 too small), so the renderer avoids uitofp."""
+  x = values(src)
+  for mid in (d for d in INTS if dtypes.is_unsigned(d) and d.itemsize >= src.itemsize):
+    for dst in (dtypes.float16, dtypes.float32, dtypes.float64):
+      with np.errstate(over="ignore"): want = x.astype(mid.np).astype(dst.np)
+      got = Tensor(x, device="CPU").cast(mid).cast(dst).numpy()
+      np.testing.assert_array_equal(got, want, err_msg=f"{src.name} -> {mid.name} -> {dst.name}")
+      if dst is dtypes.float64:
+        np.testing.assert_allclose(Tensor(x[:7], device="CPU").cast(mid).mean().numpy(), x[:7].astype(mid.np).astype(np.float64).mean(), rtol=1e-6)
+
 def test_double_to_half_rounds_once():
   # just off the midpoint between two halves: rounding to float32 first would land on the midpoint, then round wrongly
   x = np.array([1 + 2 ** -11 + 2 ** -40, 1 + 2 ** -11 - 2 ** -40, 1 + 3 * 2 ** -11, -1 - 2 ** -11 - 2 ** -40, 65519.99, 65520.0, 1e-8, np.nan])
