@@ -401,8 +401,11 @@ _MANTISSA = {"half": 11, "float": 24, "double": 53}  # significand bits, the imp
 _FTYPE = {"half": dtypes.float16, "float": dtypes.float32, "double": dtypes.float64}
 
 def _sign_bits_clear(u: UOp) -> bool:
-  """Whether LLVM can see no copies of a sign bit in u's upper bits: a value loaded or constant, or widened from unsigned."""
-  return u.op in (Ops.LOAD, Ops.CONST) or (u.op is Ops.CAST and not _signed(u.src[0].dtype.scalar()))
+  """Whether LLVM can see no copies of a sign bit in u's upper bits: a value loaded or constant, or a bool or unsigned int
+  widened (its upper bits zeros)."""
+  if u.op is not Ops.CAST: return u.op in (Ops.LOAD, Ops.CONST)
+  src = u.src[0].dtype.scalar()
+  return (src is dtypes.bool or dtypes.is_unsigned(src)) and src.itemsize < u.dtype.itemsize
 
 def _cast(f: _Function, x: str, src: DType, dst: DType, of: UOp) -> str:
   """CAST as numpy does it: to bool is x != 0, bools are 0/1, ints wrap, floats to ints truncate (saturating out of range,
