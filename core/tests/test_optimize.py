@@ -109,6 +109,27 @@ def test_hand_coded_tiles_a_convolutions_input_gradient(upcasting):
   want = sum(np.einsum("nopq,oi->nipq", ypad[:, :, 2 - a:10 - a, 2 - b:10 - b], wn[:, :, a, b]) for a in range(3) for b in range(3))
   np.testing.assert_allclose(g.numpy(), want, rtol=1e-4, atol=1e-4)
 
+
+def test_hand_coded_copies_a_convolutions_weight_gradient_window_whole(upcasting):
+  # the weight gradient sums output gradient times input window over images, rows and columns: its contiguous output axis
+  # is the window's 3 and every input is read along a reduced axis, so no output axis can take the window's place. The
+  # window is copied whole (3 copies), then the output channels, which the input's load does not depend on (0.35 ->
+  # 0.24 ms in examples/cnn.py's step); a window longer than ODD_WINDOW keeps its place
+  xn, yn = rng.standard_normal((4, 8, 8, 8), dtype=np.float32), rng.standard_normal((4, 16, 8, 8), dtype=np.float32)
+  x, y = Tensor(xn, device="PYTHON"), Tensor(yn, device="PYTHON")
+  w = Tensor(rng.standard_normal((16, 8, 3, 3), dtype=np.float32), device="PYTHON", requires_grad=True)
+  (g,) = (x.conv2d(w, padding=1) * y).sum().gradient(w)
+  product = kernel_of(g)
+  assert types(product) == [(16, L), (8, L), (3, L), (3, L), (4, AxisType.REDUCE), (8, AxisType.REDUCE), (8, AxisType.REDUCE)]
+  assert hand_coded(product, SIMD16()) == [Opt(OptOps.SPLIT, 3, (3, U, False)), Opt(OptOps.SPLIT, 0, (16, U, False))]
+  w9 = Tensor.empty(16, 8, 9, 9, device="PYTHON").requires_grad_()
+  (g9,) = (x.conv2d(w9, padding=4) * y).sum().gradient(w9)
+  assert hand_coded(kernel_of(g9), SIMD16()) == [Opt(OptOps.SPLIT, 0, (16, U, False))]
+  # w's gradient: window (a, b) of channel o, i sums y at (p, q) times x at (p + a - 1, q + b - 1)
+  xpad = np.pad(xn, ((0, 0), (0, 0), (1, 1), (1, 1)))
+  want = np.stack([np.einsum("nopq,nipq->oi", yn, xpad[:, :, a:a + 8, b:b + 8]) for a in range(3) for b in range(3)], -1).reshape(16, 8, 3, 3)
+  np.testing.assert_allclose(g.numpy(), want, rtol=1e-4, atol=1e-4)
+
 def test_hand_coded_leaves_elementwise_and_tiny_kernels_alone():
   a = Tensor.empty(64, 64, device="PYTHON")
   assert hand_coded(kernel_of(a * 2 + 1), SIMD16()) == []

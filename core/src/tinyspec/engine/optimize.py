@@ -223,6 +223,8 @@ def _indexed(nodes: list[UOp], op: Ops) -> list[UOp]:
   """The INDEX each STORE writes or each LOAD reads among `nodes` (the kernel's toposort), in order."""
   return [u.src[0] for u in nodes if u.op is op and u.src[0].op is Ops.INDEX]
 
+ODD_WINDOW = 7  # `register_tile`: the longest odd output axis (a convolution window) copied whole when none can take its place
+
 def register_tile(kernel: UOp, first: int, budget: int) -> list[Opt]:
   """UPCAST opts for a kernel with a reduction: upcast the output axes over which some input is invariant (a matmul's rows
   and columns, a convolution's channels and pixels), so each loaded value is reused from registers by every copy instead
@@ -248,18 +250,21 @@ def register_tile(kernel: UOp, first: int, budget: int) -> list[Opt]:
   # copies along other axes only, the output's rows would be stored element by element: a row reduction (an RMSNorm's
   # backward, whose sum reads the weight once per row) is left to the device compiler (0.2 -> 0.07 ms for 1024x64)
   if not reused or _stride(out_idx, reused[0], rngs) != 1: return []
-  # a contiguous axis no power of two divides (a convolution window's 3) cannot be copied: copy first, in its place, the
+  # a contiguous axis no power of two divides (a convolution window's 3) cannot be split: copy first, in its place, the
   # innermost axis some input is read along, so each copy's load of that input is a lane of one vector load (a conv's
-  # input gradient, rows 8 x channels 8: 0.57 -> 0.12 ms). With none, the window keeps its place, copied once
+  # input gradient, rows 8 x channels 8: 0.57 -> 0.12 ms). With none, a window of at most ODD_WINDOW is copied whole (a
+  # conv's weight gradient, 16 channels x 3: 0.35 -> 0.24 ms), a longer one keeps its place, copied once
+  whole = None
   if reused[0].size % 2:
     along = [r for r in reused if r.size % 2 == 0 and any(_stride(ld.src[1], r, rngs) == 1 for ld in loads)]
     if along: reused = along[-1:] + [r for r in reused[1:] if r is not along[-1]]
+    elif reused[0].size <= min(ODD_WINDOW, budget): whole = reused[0]
   # then an axis the first one's vector loads do not depend on, so each vector load is shared by the second axis' copies
   vector_loads = [d for ld, d in zip(loads, deps) if _stride(ld.src[1], reused[0], rngs) == 1]
   reused[1:] = sorted(reused[1:], key=lambda r: any(r in d for d in vector_loads))
   plan: list[tuple[UOp, int]] = []
   for r, prefer in zip(reused, (first, 16)):  # the second axis takes what the budget leaves, at most 16
-    if (f := _factor(r.size, min(prefer, budget))) > 1: plan.append((r, f)); budget //= f
+    if (f := r.size if r is whole else _factor(r.size, min(prefer, budget))) > 1: plan.append((r, f)); budget //= f
   # split later axes first, so the positions of earlier ones still hold
   plan.sort(key=lambda p: -rngs.index(p[0]))
   return [Opt(OptOps.SPLIT, rngs.index(r), (f, AxisType.UPCAST, False)) for r, f in plan]
