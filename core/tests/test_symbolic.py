@@ -65,6 +65,16 @@ def test_no_fold_when_int32_may_wrap():
   out = simplify(e)
   for v in (0, 5, 2**29, 2**31 - 1): assert out.eval({big: v}) == e.eval({big: v})
 
+@pytest.mark.parametrize("dt", [dtypes.int8, dtypes.uint64], ids=lambda d: d.name)
+def test_multiples_and_quotients_of_wrapped_ints(dt):
+  # found by the fuzzer (uint64-50322 on OPENCL, on every device): -x, in uint64 x * (2**64 - 1), was "a multiple of 3",
+  # so (-x) % 3 folded to 0; and int8 x // 100 // 100 became x // 16, 10000 wrapped to int8
+  v = UOp.variable("v", dt.min, dt.max, dt)
+  for e in ((v * -6) % 3, (v * 6) % 3, (-v) % 5, v // 100 // 100):
+    out = simplify(e)
+    for x in (dt.min, 0, 1, 7, 50, dt.max // 2 + 3, dt.max): assert out.eval({v: x}) == e.eval({v: x}), (e, x)
+  assert simplify((UOp.variable("i", 0, 10, dt) * 6) % 3).op is Ops.CONST  # no wrap: still a multiple of 3
+
 def test_sym_is_a_composition_of_named_tables():
   from tinyspec.uop import symbolic
   parts = [symbolic.pm_fold_consts, symbolic.pm_identities, symbolic.pm_decide_by_range, symbolic.pm_collect_terms, symbolic.pm_div_mod,

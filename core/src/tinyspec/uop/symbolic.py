@@ -127,6 +127,10 @@ def _sum(terms: list[UOp]) -> UOp:
   for t in terms[1:]: out = out + t
   return out
 
+def _div_div(x: UOp, c1: UOp, c2: UOp) -> UOp | None:
+  """x // a // b -> x // (a*b) for a, b > 0, unless a*b is past x's dtype (int8: x // 100 // 100 is not x // 16)."""
+  return x // (c1.arg[0] * c2.arg[0]) if 0 < c1.arg[0] and 0 < c2.arg[0] and c1.arg[0] * c2.arg[0] <= x.dtype.max else None
+
 def _lt_shift(x: UOp, c1: UOp, c2: UOp) -> UOp | None:
   """x + c1 < c2 -> x < c2 - c1, unless c2 - c1 would wrap."""
   lo, hi, k = x.dtype.min, x.dtype.max, c2.arg[0] - c1.arg[0]
@@ -193,8 +197,8 @@ pm_collect_terms = PatternMatcher([
 # division and modulo folding (floor semantics, positive constant divisors)
 pm_div_mod = PatternMatcher([
   ((x * c1).named("n") // c2, lambda x, c1, c2, n: x * (c1.arg[0] // c2.arg[0]) if _divides(c2, c1) and _no_wrap(n) else None),  # (x*4)//2 -> x*2
-  ((x * c1) % c2, lambda x, c1, c2: UOp.const(0, x.dtype) if _divides(c2, c1) else None),                                # (x*4)%2 -> 0
-  ((x // c1) // c2, lambda x, c1, c2: x // (c1.arg[0] * c2.arg[0]) if c1.arg[0] > 0 and c2.arg[0] > 0 else None),          # x//a//b -> x//(a*b)
+  ((x * c1).named("n") % c2, lambda x, c1, c2, n: UOp.const(0, x.dtype) if _divides(c2, c1) and _no_wrap(n) else None),  # (x*4)%2 -> 0
+  ((x // c1) // c2, _div_div),                                                                                      # x//a//b -> x//(a*b)
   ((x % c1) % c2, lambda x, c1, c2: x % c2 if _divides(c2, c1) else None),                                             # x%6%3 -> x%3
   (UPat(Ops.IDIV, src=(UPat(Ops.ADD, name="n"), c1)), lambda n, c1: _div_split(n, c1)),  # (q*c + r)//c -> q + r//c
   (UPat(Ops.MOD, src=(UPat(Ops.ADD, name="n"), c1)), lambda n, c1: _mod_split(n, c1)),   # (q*c + r)%c -> r%c
