@@ -315,6 +315,19 @@ def short_sum_copies(kernel: UOp) -> list[Opt]:
   if outer is None or (f := _factor(outer.size, INDEPENDENT_COPIES)) < 2: return []
   return [Opt(OptOps.SPLIT, rngs.index(outer), (f, AxisType.UPCAST, False))]
 
+def _divided(kernel: UOp, r: UOp) -> bool:
+  """Whether some load's index divides (// or %) an expression of range r: r walks merged axes, or a pool's window."""
+  return any(u.op in (Ops.IDIV, Ops.MOD) and r in u.src[0].toposort() for ld in _indexed(kernel.toposort(), Ops.LOAD) for u in ld.src[1].toposort())
+
+def divided_axis_vectors(kernel: UOp, width: int) -> list[Opt]:
+  """An UPCAST, by `width`, of the innermost axis of an elementwise kernel whose loads divide it (a max pool's backward
+  reads its window's maximum at x // 2): each copy's division is then by a constant, folded away, where the device
+  compiler vectorizes no loop over x // 2 (examples/cnn.py's pool backward: 0.107 -> 0.027 ms)."""
+  rngs = axes(kernel)
+  if not rngs or any(r.axis_type is AxisType.REDUCE for r in rngs) or (r := rngs[-1]).axis_type not in (AxisType.LOOP, AxisType.GLOBAL): return []
+  if r.size is None or (f := _factor(r.size, width)) < 2 or not _divided(kernel, r): return []
+  return [Opt(OptOps.SPLIT, len(rngs) - 1, (f, AxisType.UPCAST, False))]
+
 MERGED_COPIES, MERGED_UNROLL = 8, 4  # `merged_sum_copies`: copies of the innermost output axis, at most; the reduction's unroll
 
 def merged_sum_copies(kernel: UOp) -> list[Opt]:
@@ -323,10 +336,9 @@ def merged_sum_copies(kernel: UOp) -> list[Opt]:
   with no register tile: an UPCAST of the innermost output axis by up to MERGED_COPIES, independent accumulators, and an
   UNROLL of the reduction by MERGED_UNROLL, whose consecutive elements then share one division and one vector load (8
   channels of 1024: 0.053 -> 0.024 ms)."""
-  rngs, nodes = axes(kernel), kernel.toposort()
+  rngs = axes(kernel)
   red = [r for r in rngs if r.axis_type is AxisType.REDUCE]
-  if not red or (r := red[-1]).size is None or r.size <= UNROLL_MAX or r.size % MERGED_UNROLL: return []
-  if not any(u.op in (Ops.IDIV, Ops.MOD) and r in u.src[0].toposort() for ld in _indexed(nodes, Ops.LOAD) for u in ld.src[1].toposort()): return []
+  if not red or (r := red[-1]).size is None or r.size <= UNROLL_MAX or r.size % MERGED_UNROLL or not _divided(kernel, r): return []
   outs = [o for o in rngs if o.axis_type in (AxisType.LOOP, AxisType.GLOBAL) and (o.size or 1) > 1]
   if not outs or (f := _factor((inner := outs[-1]).size, MERGED_COPIES)) < 2: return []
   splits = sorted([(rngs.index(r), MERGED_UNROLL, AxisType.UNROLL), (rngs.index(inner), f, AxisType.UPCAST)], reverse=True)
@@ -351,8 +363,9 @@ def plain_products(kernel: UOp) -> bool:
 def hand_coded(kernel: UOp, renderer: Renderer) -> list[Opt]:
   """Opts chosen without search for a CPU-like device: a THREAD split over its cores (`thread_split`), a register tile
   (`register_tile`) or else vectors along a strided reduction's output (`column_vectors`), then the short innermost
-  reductions unrolled; a short sum of a short value with neither gets copies of an outer axis instead
-  (`short_sum_copies`). Elementwise kernels are left to the device compiler.
+  reductions unrolled; with neither, a short sum of a short value gets copies of an outer axis (`short_sum_copies`), a
+  long sum over merged axes copies and an unroll (`merged_sum_copies`), an elementwise kernel whose loads divide its
+  innermost axis vectors along it (`divided_axis_vectors`). Other elementwise kernels are left to the device compiler.
   A kernel of plain sums of products gets a tile two of the renderer's widest vectors wide (at least 4) with all of
   `max_upcast`: its copies are accumulators and loads only. Any other gets one vector and half the copies: each copy's
   epilogue (a gelu, a mask) needs registers too, and LLVM vectorizes wide copies of long expressions badly (a GPT step
@@ -361,10 +374,11 @@ def hand_coded(kernel: UOp, renderer: Renderer) -> list[Opt]:
   if renderer.max_upcast < 2: return opts
   plain = plain_products(kernel)
   width, budget = max(*renderer.vector_widths, 4) * (2 if plain else 1), renderer.max_upcast // (1 if plain else 2)
-  threaded = apply_opts(kernel, opts)
-  tile = register_tile(threaded, width, budget) or column_vectors(threaded, max(renderer.vector_widths))
-  if not tile and (copies := short_sum_copies(threaded) or merged_sum_copies(threaded)): return opts + copies
-  return opts + tile + unroll_short_reductions(apply_opts(kernel, opts + tile))
+  threaded, vector = apply_opts(kernel, opts), max(renderer.vector_widths)
+  tile = register_tile(threaded, width, budget) or column_vectors(threaded, vector)
+  if tile: return opts + tile + unroll_short_reductions(apply_opts(kernel, opts + tile))
+  if copies := short_sum_copies(threaded) or merged_sum_copies(threaded) or divided_axis_vectors(threaded, vector): return opts + copies
+  return opts + unroll_short_reductions(threaded)
 
 # ---- GPUs: GLOBAL/LOCAL axes become SPECIAL indices, GROUP_REDUCE a reduction through LOCAL memory ----
 
