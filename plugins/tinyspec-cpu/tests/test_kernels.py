@@ -142,6 +142,15 @@ def test_max_propagates_nan_and_sum_of_ints():
   xi = gen.integers(-1000, 1000, 10001).astype(np.int32)
   assert Tensor(xi, device="CPU").sum().numpy() == xi.sum()
 
+def test_a_product_keeps_its_order():
+  # fuzz case uint16-100633: the product of 64 column means of min(x, 1), each a sum times 1/7. Reassociated, LLVM moved
+  # the 1/7 out of the product: the sums' product overflowed to inf, (1/7)**64 underflowed to 0, the result was nan.
+  # Products are not reassociated
+  x = np.random.default_rng(100633).integers(0, 3, (7, 64)).astype(np.uint16)
+  want = np.prod(np.minimum(x, 1).astype(np.float64).mean(0))
+  assert 0 < want < 1e-3  # a product that fits, of sums whose product (up to 7**64) does not
+  np.testing.assert_allclose(Tensor(x, device="CPU").minimum(True).mean(0).prod().numpy(), want, rtol=1e-5)
+
 def test_pad_matmul_and_softmax():
   a, b = gen.standard_normal((33, 17)).astype(np.float32), gen.standard_normal((17, 9)).astype(np.float32)
   np.testing.assert_allclose((Tensor(a, device="CPU") @ Tensor(b, device="CPU")).numpy(), a @ b, rtol=1e-4, atol=1e-5)

@@ -93,16 +93,18 @@ MAX_REASSOCIATED = 2
 """Loops updating more register accumulators than this keep their float accumulation order (see _Function)."""
 
 def _reassociable(prog: tuple[UOp, ...]) -> set[UOp]:
-  """The accumulations whose order may change: those of each loop that updates at most MAX_REASSOCIATED accumulators. A
+  """The accumulations whose order may change: the sums of each loop that updates at most MAX_REASSOCIATED accumulators. A
   tree of sums has one accumulator per loop, each vectorized along its loop; the optimizer's upcast copies are many in one
-  loop, and stay in order so the SLP vectorizer packs them across the copies."""
+  loop, and stay in order so the SLP vectorizer packs them across the copies. A product stays in order: reassociated, LLVM
+  moved the 1/7 out of a product of 64 means, the product of the sums overflowed to inf and (1/7)**64 to 0, so the
+  result was nan (fuzz case uint16-100633)."""
   by_loop: dict[UOp | None, list[UOp]] = {}
   open_: list[UOp] = []
   for u in prog:
     if u.op is Ops.RANGE: open_.append(u)
     elif u.op is Ops.END: del open_[-(len(u.src) - 1):]
     elif u.op is Ops.STORE and (acc := register_update(u)) is not None: by_loop.setdefault(open_[-1] if open_ else None, []).append(acc.alu)
-  return {acc for accs in by_loop.values() if len(accs) <= MAX_REASSOCIATED for acc in accs}
+  return {acc for accs in by_loop.values() if len(accs) <= MAX_REASSOCIATED for acc in accs if acc.op is Ops.ADD}
 
 class LLVMRenderer(Renderer):
   """LINEAR programs as LLVM IR functions (see the module docstring). A device subclass sets `device`; with `threads` > 1
