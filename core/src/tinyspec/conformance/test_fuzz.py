@@ -793,3 +793,27 @@ def test_bitcast_of_a_constant(dev, caps, dt):
   got = Tensor.full((4,), -5, dtype=dt, device=dev).bitcast(to).numpy()
   np.testing.assert_array_equal(got, np.full(4, -5, dt.np).view(to.np))
   assert tensor(np.zeros((3, 0, 2), dt.np), dt, dev).bitcast(to).numpy().shape == (3, 0, 2)
+
+def test_negative_ints_widened_to_unsigned_then_to_float(dev, caps):
+  """Found as int32-30864 on CPU: the mean of int32 values cast to uint64 was 2**64 too small for each negative one. LLVM
+  22's SLP vectorizer narrowed uitofp(sext i32 x to i64) to x's 32 bits; the LLVM renderer now avoids that uitofp."""
+  caps.require_dtype(dtypes.int32, dtypes.uint64, F32)
+  x = np.array([[0, 1, 6, 8, -1, -6, 2]], np.int32)
+  want = x.astype(np.uint64).astype(np.float64).mean(1, keepdims=True)
+  np.testing.assert_allclose(tensor(x, dtypes.int32, dev).cast(dtypes.uint64).mean((1,), keepdim=True).numpy(), want, rtol=1e-6)
+
+def test_multiples_of_a_wrapped_product(dev, caps):
+  """Found as uint64-50322 on OPENCL, wrong on every device: -x in uint64 is x * (2**64 - 1), whose coefficient is a
+  multiple of 3 and 5, so the simplifier folded (-x) % 3 to 0 though the product wraps."""
+  caps.require_dtype(dtypes.uint64)
+  x = np.array([7, 6, 6, 252], np.uint64)
+  for d in (3, 5):
+    np.testing.assert_array_equal((-tensor(x, dtypes.uint64, dev) % d).numpy(), (np.uint64(0) - x) % np.uint64(d))
+
+def test_a_product_of_means(dev, caps):
+  """Found as uint16-100633 on CPU: the product of 64 means of min(x, 1), each a sum times 1/7, was nan: LLVM, allowed to
+  reassociate the product, moved the 1/7 out of it, so the sums' product overflowed and (1/7)**64 underflowed."""
+  caps.require_dtype(dtypes.uint16, F32)
+  x = np.random.default_rng(100633).integers(0, 3, (7, 64)).astype(np.uint16)
+  want = np.prod(np.minimum(x, 1).astype(np.float64).mean(0))
+  np.testing.assert_allclose(tensor(x, dtypes.uint16, dev).minimum(True).mean(0).prod().numpy(), want, rtol=1e-5)
