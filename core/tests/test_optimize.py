@@ -137,7 +137,7 @@ def test_hand_coded_copies_a_convolutions_weight_gradient_window_whole(upcasting
   # the weight gradient sums output gradient times input window over images, rows and columns: its contiguous output axis
   # is the window's 3 and every input is read along a reduced axis, so no output axis can take the window's place. The
   # window is copied whole (3 copies), then the output channels, which the input's load does not depend on (0.35 ->
-  # 0.24 ms in examples/cnn.py's step); a window longer than ODD_WINDOW keeps its place
+  # 0.25 ms in examples/cnn.py's step); a window longer than ODD_WINDOW keeps its place
   xn, yn = rng.standard_normal((4, 8, 8, 8), dtype=np.float32), rng.standard_normal((4, 16, 8, 8), dtype=np.float32)
   x, y = Tensor(xn, device="PYTHON"), Tensor(yn, device="PYTHON")
   w = Tensor(rng.standard_normal((16, 8, 3, 3), dtype=np.float32), device="PYTHON", requires_grad=True)

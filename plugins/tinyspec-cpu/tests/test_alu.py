@@ -80,7 +80,7 @@ def test_casts(src):
 @pytest.mark.parametrize("src", [d for d in INTS if not dtypes.is_unsigned(d)], ids=lambda d: d.name)
 def test_sign_extended_unsigned_to_float(src):
   """Negative ints cast to a wider unsigned int, then to float: LLVM's SLP vectorizer narrowed such a uitofp to the bits
-  below the copies of the sign (fuzz case int32-30864, a 7-element mean, was 2**64 too small), so the renderer avoids uitofp."""
+  below the copies of the sign (fuzz case int32-30864: a 7-element mean was half numpy's), so the renderer avoids uitofp."""
   x = values(src)
   for mid in (d for d in INTS if dtypes.is_unsigned(d) and d.itemsize >= src.itemsize):
     for dst in (dtypes.float16, dtypes.float32, dtypes.float64):

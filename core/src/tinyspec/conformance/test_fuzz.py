@@ -795,7 +795,7 @@ def test_bitcast_of_a_constant(dev, caps, dt):
   assert tensor(np.zeros((3, 0, 2), dt.np), dt, dev).bitcast(to).numpy().shape == (3, 0, 2)
 
 def test_negative_ints_widened_to_unsigned_then_to_float(dev, caps):
-  """Found as int32-30864 on CPU: the mean of int32 values cast to uint64 was 2**64 too small for each negative one. LLVM
+  """Found as int32-30864 on CPU: the mean of int32 values cast to uint64 was half numpy's: the sum lost 2**64. LLVM
   22's SLP vectorizer narrowed uitofp(sext i32 x to i64) to x's 32 bits; the LLVM renderer now avoids that uitofp."""
   caps.require_dtype(dtypes.int32, dtypes.uint64, F32)
   x = np.array([[0, 1, 6, 8, -1, -6, 2]], np.int32)

@@ -253,7 +253,7 @@ def register_tile(kernel: UOp, first: int, budget: int) -> list[Opt]:
   # a contiguous axis no power of two divides (a convolution window's 3) cannot be split: copy first, in its place, the
   # innermost axis some input is read along, so each copy's load of that input is a lane of one vector load (a conv's
   # input gradient, rows 8 x channels 8: 0.57 -> 0.12 ms). With none, a window of at most ODD_WINDOW is copied whole (a
-  # conv's weight gradient, 16 channels x 3: 0.35 -> 0.24 ms), a longer one keeps its place, copied once
+  # conv's weight gradient, 16 channels x 3: 0.35 -> 0.25 ms), a longer one keeps its place, copied once
   whole = None
   if reused[0].size % 2:
     along = [r for r in reused if r.size % 2 == 0 and any(_stride(ld.src[1], r, rngs) == 1 for ld in loads)]
