@@ -384,23 +384,21 @@ def _shift(f: _Function, u: UOp, t: str, a: str, b: str) -> str:
   shifted = f.emit(f"{'shl' if u.op is Ops.SHL else 'ashr' if _signed(u.dtype) else 'lshr'} {t} {a}, {amount}")
   return f.emit(f"select i1 {ok}, {t} {shifted}, {t} 0")
 
-def _unsigned_to_float(f: _Function, x: str, st: str, dt: str) -> str:
-  """uitofp without uitofp. x read as signed, sitofp, is right where its top bit is clear; else, when the float holds
-  every x exactly, that float plus 2**bits; when it does not, x halved (the lost bit kept as a sticky bit, below where
-  the one rounding happens) is converted and doubled. LLVM 22's SLP vectorizer narrows a uitofp's operand to the bits
-  that are not copies of its sign bit, right for sitofp only: uitofp(sext i32 -6 to i64) came out 4294967290, not
+def _unsigned_to_float(f: _Function, x: str, st: str, dst: DType) -> str:
+  """uitofp without uitofp. x read as signed, sitofp, is right where its top bit is clear; else, when the float register
+  holds every x exactly, that float plus 2**bits; when it does not, x halved (the lost bit kept as a sticky bit, below
+  where the one rounding happens) is converted and doubled. LLVM 22's SLP vectorizer narrows a uitofp's operand to the
+  bits that are not copies of its sign bit, right for sitofp only: uitofp(sext i32 -6 to i64) came out 4294967290, not
   2**64 - 6 (the fuzzer's int32-30864, a mean of int32 values cast to uint64)."""
-  bits = int(st[1:])
+  dt, bits = _REG[dst], int(st[1:])
+  held = np.finfo(np.float32 if dst is dtypes.bfloat16 else dst.np).nmant + 1  # the register's significand, implicit bit included
   top_set, signed = f.emit(f"icmp slt {st} {x}, 0"), f.emit(f"sitofp {st} {x} to {dt}")
-  if _MANTISSA[dt] >= bits: big = f.emit(f"fadd {dt} {signed}, {const(2.0 ** bits, _FTYPE[dt])}")
+  if held >= bits: big = f.emit(f"fadd {dt} {signed}, {const(2.0 ** bits, dst)}")
   else:
     half = f.emit(f"or {st} {f.emit(f'lshr {st} {x}, 1')}, {f.emit(f'and {st} {x}, 1')}")
     halved = f.emit(f"sitofp {st} {half} to {dt}")
     big = f.emit(f"fadd {dt} {halved}, {halved}")
   return f.emit(f"select i1 {top_set}, {dt} {big}, {dt} {signed}")
-
-_MANTISSA = {"half": 11, "float": 24, "double": 53}  # significand bits, the implicit one included
-_FTYPE = {"half": dtypes.float16, "float": dtypes.float32, "double": dtypes.float64}
 
 def _sign_bits_clear(u: UOp) -> bool:
   """Whether LLVM can see no copies of a sign bit in u's upper bits: a value loaded or constant, or a bool or unsigned int
@@ -418,7 +416,7 @@ def _cast(f: _Function, x: str, src: DType, dst: DType, of: UOp) -> str:
   if dst is dtypes.bool: return f.emit(f"fcmp une {st} {x}, 0.0") if _isf(src) else f.emit(f"icmp ne {st} {x}, 0")
   if _isf(dst):
     if src is dtypes.float64 and dst.itemsize == 2: x, st = _to_float_odd(f, x), "float"  # x86 has no direct double -> half
-    if dtypes.is_unsigned(src) and not _sign_bits_clear(of): out = _unsigned_to_float(f, x, st, dt)
+    if dtypes.is_unsigned(src) and not _sign_bits_clear(of): out = _unsigned_to_float(f, x, st, dst)
     elif src is dtypes.bool or not _isf(src): out = f.emit(f"{'sitofp' if _signed(src) else 'uitofp'} {st} {x} to {dt}")
     else: out = x if st == dt else f.emit(f"{'fpext' if _FBITS[st] < _FBITS[dt] else 'fptrunc'} {st} {x} to {dt}")
     return _bf16(f, out) if dst is dtypes.bfloat16 else out
