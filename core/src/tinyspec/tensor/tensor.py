@@ -245,7 +245,7 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Lin
   def data(self) -> memoryview:
     """The value as a memoryview in the dtype's struct format and this shape, tinygrad's data() (realizes; a new buffer)."""
     if self.dtype == dtypes.bfloat16: raise TypeError("data(): bfloat16 has no memoryview format; read .float().data() or .numpy()")
-    return memoryview(a if (a := self.numpy()).flags.c_contiguous else a.copy())
+    return memoryview(self.numpy())  # numpy() is a new array shaped from a flat buffer: C-contiguous
   def tolist(self) -> Any:
     """The value as nested Python lists (a Python scalar for a 0-d tensor)."""
     return self.numpy().tolist()
