@@ -46,6 +46,41 @@ def test_conv1d_and_conv_transpose2d():
   assert ct.weight.shape == tuple(tct.weight.shape)
   check_layer(ct, tct, X, [(ct.weight, tct.weight), (ct.bias, tct.bias)])
 
+def test_conv_transpose1d():
+  ct, tct = same_weights(nn.ConvTranspose1d(6, 4, 3, stride=2, padding=1, output_padding=1),
+                         torch.nn.ConvTranspose1d(6, 4, 3, stride=2, padding=1, output_padding=1))
+  assert ct.weight.shape == tuple(tct.weight.shape)
+  check_layer(ct, tct, X.reshape(2, 6, 12), [(ct.weight, tct.weight), (ct.bias, tct.bias)])
+  with pytest.raises(ValueError, match="ConvTranspose1d: kernel_size must be one int"): nn.ConvTranspose1d(6, 4, (3, 3))
+
+def test_instance_norm():
+  i, ti = nn.InstanceNorm(6), torch.nn.InstanceNorm2d(6, affine=True)
+  check_layer(i, ti, X, [(i.weight, ti.weight), (i.bias, ti.bias)])
+  i, ti = nn.InstanceNorm(6, affine=False), torch.nn.InstanceNorm1d(6)
+  assert i.weight is None
+  check_layer(i, ti, X.reshape(2, 6, 12), [])
+  with pytest.raises(RuntimeError, match=r"InstanceNorm: expected an input of shape \(N, 6, ...\), got \(2, 5, 3\)"): i(Tensor.ones(2, 5, 3))
+
+def test_layer_norm_2d():
+  ln, tln = nn.LayerNorm2d(6), torch.nn.LayerNorm(6)
+  check_layer(ln, lambda x: tln(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2), X, [(ln.weight, tln.weight), (ln.bias, tln.bias)])
+
+def test_lstm_cell_two_steps():
+  """Two steps from a zero state (batched and unbatched): h', c' and the gradients of the input and all four parameters."""
+  cell, tcell = nn.LSTMCell(3, 4), torch.nn.LSTMCell(3, 4)
+  names = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
+  for n in names: getattr(tcell, n).data = torch.tensor(getattr(cell, n).numpy())
+  assert cell.weight_ih.shape == tuple(tcell.weight_ih.shape) and cell.weight_hh.shape == tuple(tcell.weight_hh.shape)
+  def two_steps(layer):
+    def run(x):
+      h, c = layer(x[0])
+      h, c = layer(x[1], (h, c))
+      return h * 2 + c
+    return run
+  check_layer(two_steps(cell), two_steps(tcell), X.reshape(2, 24, 3)[:, :5], [(getattr(cell, n), getattr(tcell, n)) for n in names])
+  check_layer(two_steps(cell), two_steps(tcell), X.reshape(2, 72)[:, :3], [])  # unbatched: x[i] of shape (3,)
+  with pytest.raises(RuntimeError, match=r"LSTMCell: expected h and c of shape \(5, 4\)"): cell(Tensor.ones(5, 3), (Tensor.ones(4), Tensor.ones(4)))
+
 def test_dropout_layer():
   d = nn.Dropout(0.25)
   x = Tensor.ones(2000)

@@ -6,7 +6,7 @@ their device (random initializations are THREEFRY graphs, computed on first use)
 optimizer given them turns it on.
 
 Train and eval mode follow tinygrad: one global flag, `Tensor.training` (False by default), set for a block with
-`with Tensor.train():` (`Tensor.train(False)` for eval). Only BatchNorm reads it here.
+`with Tensor.train():` (`Tensor.train(False)` for eval). BatchNorm and Dropout read it.
 
 BatchNorm's running statistics are Tensors with requires_grad=False whose buffers are written (assigned and realized) on
 every training-mode call, in one realize with the input and the batch's statistics, which the output then reads; they are
@@ -81,16 +81,23 @@ class Conv1d(Conv2d):
 class ConvTranspose2d:
   """Transposed 2-D convolution as torch.nn.ConvTranspose2d: weight (in_channels, out_channels/groups, *kernel_size), uniform
   in +-1/sqrt(fan_in) with PyTorch's fan_in = out_channels/groups * prod(kernel_size) (read off the weight's axis 1)."""
+  spatial = 2  # the axes an int kernel_size covers
   def __init__(self, in_channels: int, out_channels: int, kernel_size: IntOrTuple, stride: IntOrTuple = 1, padding: IntOrTuple = 0,
                output_padding: IntOrTuple = 0, groups: int = 1, bias: bool = True, dilation: IntOrTuple = 1, device: str | None = None,
                dtype: DType | None = None):
-    k = _conv_setup("ConvTranspose2d", in_channels, out_channels, kernel_size, 2, groups)
+    k = _conv_setup(type(self).__name__, in_channels, out_channels, kernel_size, self.spatial, groups)
     self.stride, self.padding, self.output_padding, self.groups, self.dilation = stride, padding, output_padding, groups, dilation
     bound = _kaiming_bound(out_channels // groups * math.prod(k))
     self.weight = _uniform((in_channels, out_channels // groups, *k), bound, device, dtype)
     self.bias = _uniform((out_channels,), bound, device, dtype) if bias else None
   def __call__(self, x: Tensor) -> Tensor:
     return x.conv_transpose2d(self.weight, self.bias, self.stride, self.padding, self.output_padding, self.groups, self.dilation)
+
+
+class ConvTranspose1d(ConvTranspose2d):
+  """Transposed 1-D convolution as torch.nn.ConvTranspose1d: an (N, C, L) input, weight (in_channels, out_channels/groups,
+  kernel_size)."""
+  spatial = 1
 
 
 class BatchNorm:
@@ -144,6 +151,16 @@ class LayerNorm:
   def __call__(self, x: Tensor) -> Tensor: return x.layer_norm(self.normalized_shape, self.weight, self.bias, self.eps)
 
 
+class LayerNorm2d(LayerNorm):
+  """LayerNorm over the channel axis of an (N, C, H, W) input (tinygrad's; a ConvNeXt block's norm): each pixel's C values
+  normalized, as torch.nn.LayerNorm(C) on the input permuted to channels-last and back."""
+  def __init__(self, channels: int, eps: float = 1e-5, elementwise_affine: bool = True, device: str | None = None):
+    super().__init__(channels, eps, elementwise_affine, device=device)
+  def __call__(self, x: Tensor) -> Tensor:
+    if x.ndim != 4: raise RuntimeError(f"LayerNorm2d: expected an (N, C, H, W) input, got shape {x.shape}")
+    return super().__call__(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+
+
 class GroupNorm:
   """Normalization over groups of channels, as torch.nn.GroupNorm: an (N, C, ...) input's C channels in num_groups groups,
   each normalized by its mean and biased variance over its channels and the spatial axes; weight ones and bias zeros
@@ -155,11 +172,19 @@ class GroupNorm:
     self.bias = Tensor.zeros(num_channels, device=device) if affine else None
   def __call__(self, x: Tensor) -> Tensor:
     if x.ndim < 2 or x.shape[1] != self.num_channels:
-      raise RuntimeError(f"GroupNorm: expected an input of shape (N, {self.num_channels}, ...), got {x.shape}")
+      raise RuntimeError(f"{type(self).__name__}: expected an input of shape (N, {self.num_channels}, ...), got {x.shape}")
     y = x.reshape(x.shape[0], self.num_groups, -1).layernorm(-1, self.eps).reshape(x.shape)
     if self.weight is None: return y
     per_channel = (1, self.num_channels) + (1,) * (x.ndim - 2)
     return y * self.weight.reshape(per_channel) + self.bias.reshape(per_channel)
+
+
+class InstanceNorm(GroupNorm):
+  """Each sample's channels normalized one by one over the spatial axes (a GroupNorm of one channel per group), as
+  torch.nn.InstanceNorm1d/2d/3d with affine=True, tinygrad's default (affine=False leaves weight and bias out). It keeps
+  no running statistics (PyTorch's track_running_stats=False)."""
+  def __init__(self, num_features: int, eps: float = 1e-5, affine: bool = True, device: str | None = None):
+    super().__init__(num_features, num_features, eps, affine, device)
 
 
 class RMSNorm:
@@ -197,7 +222,32 @@ class Embedding:
     return self.weight[idx]
 
 
+class LSTMCell:
+  """One step of an LSTM, as torch.nn.LSTMCell: gates i, f, g, o = x @ weight_ih.T + bias_ih + h @ weight_hh.T + bias_hh
+  split in four along the last axis; c' = sigmoid(f) c + sigmoid(i) tanh(g), h' = sigmoid(o) tanh(c'). Weights (4 *
+  hidden_size, input_size) and (4 * hidden_size, hidden_size), all parameters uniform in +-1/sqrt(hidden_size). Called
+  with x (N, input_size) or unbatched (input_size,), and (h, c) or None for zeros; returns (h', c')."""
+  def __init__(self, input_size: int, hidden_size: int, bias: bool = True, device: str | None = None, dtype: DType | None = None):
+    self.input_size, self.hidden_size = input_size, hidden_size
+    bound = _kaiming_bound(hidden_size)
+    self.weight_ih = _uniform((4 * hidden_size, input_size), bound, device, dtype)
+    self.weight_hh = _uniform((4 * hidden_size, hidden_size), bound, device, dtype)
+    self.bias_ih = _uniform((4 * hidden_size,), bound, device, dtype) if bias else None
+    self.bias_hh = _uniform((4 * hidden_size,), bound, device, dtype) if bias else None
+  def __call__(self, x: Tensor, hc: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor]:
+    if x.ndim not in (1, 2) or x.shape[-1] != self.input_size:
+      raise RuntimeError(f"LSTMCell: expected an input of shape (N, {self.input_size}) or ({self.input_size},), got {x.shape}")
+    if hc is None: hc = (Tensor.zeros(*x.shape[:-1], self.hidden_size, dtype=self.weight_ih.dtype, device=x.device),) * 2
+    h, c = hc
+    if h.shape != (*x.shape[:-1], self.hidden_size) or c.shape != h.shape:
+      raise RuntimeError(f"LSTMCell: expected h and c of shape {(*x.shape[:-1], self.hidden_size)} for an input of shape {x.shape}, "
+                         f"got {h.shape} and {c.shape}")
+    i, f, g, o = (x.linear(self.weight_ih, self.bias_ih) + h.linear(self.weight_hh, self.bias_hh)).chunk(4, -1)
+    c = f.sigmoid() * c + i.sigmoid() * g.tanh()
+    return o.sigmoid() * c.tanh(), c
+
+
 from tinyspec.nn import optim, state  # noqa: E402  (nn.optim and nn.state after `import tinyspec.nn`, as tinygrad's)
 
-__all__ = ["optim", "state", "BatchNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "Conv1d", "Conv2d", "ConvTranspose2d", "Dropout",
-           "Embedding", "GroupNorm", "LayerNorm", "Linear", "RMSNorm"]
+__all__ = ["optim", "state", "BatchNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "Conv1d", "Conv2d", "ConvTranspose1d",
+           "ConvTranspose2d", "Dropout", "Embedding", "GroupNorm", "InstanceNorm", "LSTMCell", "LayerNorm", "LayerNorm2d", "Linear", "RMSNorm"]
