@@ -1,5 +1,5 @@
-"""The nn layers, LAMB and the learning-rate schedules added for real models, against PyTorch (LAMB against its rule in
-numpy: PyTorch has none): outputs and the gradients of input and parameters."""
+"""The nn layers, optimizers and learning-rate schedules added for real models, against PyTorch (LAMB and LARS against
+their rules in numpy: PyTorch has neither): outputs and the gradients of input and parameters."""
 import numpy as np
 import pytest
 from tinyspec import Tensor, nn
@@ -139,3 +139,71 @@ def test_optimizers_with_parameters_of_one_shape_keep_separate_state(name):
       ((ps[0] * ps[0]).sum() + (ps[1] * 3).sum() + (ps[2] * ps[0]).sum()).backward()
       o.step()
   for p, tp in zip(ours, theirs): np.testing.assert_allclose(p.numpy(), tp.detach().numpy(), rtol=1e-4, atol=1e-5)
+
+def muon_reference(w0, grads, lr, wd=0.1, mu=0.95, nesterov=True, adjust=None):
+  """torch.optim.Muon's rule in float64 (PyTorch runs its Newton-Schulz iterations in bfloat16)."""
+  w, b = w0.astype(np.float64), np.zeros(w0.shape)
+  for g in grads:
+    b = mu * b + (1 - mu) * g
+    u = (1 - mu) * g + mu * b if nesterov else b
+    x = u if u.shape[0] <= u.shape[1] else u.T
+    x = x / max(np.linalg.norm(x), 1e-7)
+    for _ in range(5):
+      gram = x @ x.T
+      x = 3.4445 * x + (-4.7750 * gram + 2.0315 * gram @ gram) @ x
+    rows, cols = w.shape
+    scale = 0.2 * max(rows, cols) ** 0.5 if adjust == "match_rms_adamw" else max(1, rows / cols) ** 0.5
+    w = w * (1 - lr * wd) - lr * scale * (x if u.shape[0] <= u.shape[1] else x.T)
+  return w
+
+@pytest.mark.parametrize("shape, kw", [((4, 6), {}), ((7, 3), {"nesterov": False, "adjust_lr_fn": "match_rms_adamw"}), ((5, 5), {"momentum": 0.0})])
+def test_muon_follows_pytorchs_rule(shape, kw):
+  """Three steps: equal to torch.optim.Muon's rule computed in float64, and to torch.optim.Muon itself within its bfloat16
+  iterations' rounding (a step moves the weights by about 0.03 here)."""
+  w0 = rng.standard_normal(shape).astype(np.float32)
+  grads = [rng.standard_normal(shape).astype(np.float32) for _ in range(3)]
+  p, tp = Tensor(w0.copy()), torch.nn.Parameter(torch.tensor(w0))
+  opt, topt = optim.Muon([p], lr=0.02, **kw), torch.optim.Muon([tp], lr=0.02, **kw)
+  for g in grads:
+    p.grad, tp.grad = Tensor(g), torch.tensor(g)
+    opt.step(); topt.step()
+  ref = muon_reference(w0, grads, 0.02, mu=kw.get("momentum", 0.95), nesterov=kw.get("nesterov", True), adjust=kw.get("adjust_lr_fn"))
+  np.testing.assert_allclose(p.numpy(), ref, rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(p.numpy(), tp.detach().numpy(), atol=3e-3)
+  with pytest.raises(ValueError, match=r"Muon: only 2-D parameters can be optimized, got shapes \[\(3,\)\]"): optim.Muon([p, Tensor.ones(3)])
+
+@pytest.mark.parametrize("classic, nesterov", [(True, False), (False, False), (True, True)])
+def test_lars_follows_its_rule(classic, nesterov):
+  p0 = rng.standard_normal(6).astype(np.float32)
+  p = Tensor(p0.copy())
+  opt = optim.LARS([p], lr=0.5, momentum=0.9, weight_decay=0.01, nesterov=nesterov, classic=classic, tcoef=0.02)
+  q, b = p0.astype(np.float64), np.zeros(6)
+  for t in range(4):
+    g = np.sin(np.arange(6) * 1.3 + t).astype(np.float32)
+    p.grad = Tensor(g)
+    opt.step()
+    trust = 0.02 * np.linalg.norm(q) / (np.linalg.norm(g) + 0.01 * np.linalg.norm(q))
+    s = trust * (g + 0.01 * q) * (0.5 if classic else 1.0)
+    b = 0.9 * b + s
+    s = s + 0.9 * b if nesterov else b
+    q = q - (s if classic else 0.5 * s)
+  np.testing.assert_allclose(p.numpy(), q, rtol=1e-5)
+
+def test_optimizer_group_steps_muon_and_adamw_as_pytorch():
+  """A Linear layer's weight by Muon and its bias by AdamW, stepped as one group, equal PyTorch's two optimizers; a
+  gradient of the wrong shape for the second leaves the first's parameters as they were."""
+  lin, tlin = same_weights(nn.Linear(5, 4), torch.nn.Linear(5, 4))
+  group = optim.OptimizerGroup(optim.Muon([lin.weight], lr=0.02), optim.AdamW([lin.bias], lr=0.01))
+  tmuon, tadam = torch.optim.Muon([tlin.weight], lr=0.02), torch.optim.AdamW([tlin.bias], lr=0.01)
+  x = rng.standard_normal((8, 5)).astype(np.float32)
+  for _ in range(3):
+    group.zero_grad(); tmuon.zero_grad(); tadam.zero_grad()
+    (lin(Tensor(x)) ** 2).mean().backward(); (tlin(torch.tensor(x)) ** 2).mean().backward()
+    group.step(); tmuon.step(); tadam.step()
+  np.testing.assert_allclose(lin.weight.numpy(), tlin.weight.detach().numpy(), atol=3e-3)
+  np.testing.assert_allclose(lin.bias.numpy(), tlin.bias.detach().numpy(), rtol=1e-5, atol=1e-6)
+  assert group[1].params == [lin.bias] and group.params == [lin.weight, lin.bias]
+  before = lin.weight.numpy()
+  lin.weight.grad, lin.bias.grad = Tensor.ones(4, 5), Tensor.ones(5)
+  with pytest.raises(RuntimeError, match=r"gradient of shape \(5,\) for a parameter of shape \(4,\)"): group.step()
+  np.testing.assert_array_equal(lin.weight.numpy(), before)

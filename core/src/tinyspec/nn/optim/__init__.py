@@ -1,5 +1,6 @@
 """Optimizers with PyTorch's update rules: SGD (momentum, Nesterov, L2 weight decay), Adam (L2 weight decay), AdamW
-(decoupled weight decay), and tinygrad's LAMB; learning-rate schedules in `lr_scheduler`.
+(decoupled weight decay), Muon; tinygrad's LAMB and LARS; OptimizerGroup to step several as one; learning-rate schedules
+in `lr_scheduler`.
 
 A step is one lazy graph: every parameter's new value and every piece of optimizer state (momenta, moment estimates, the
 bias-correction powers) is built from the current buffers and the gradients and assigned into its buffer
@@ -68,9 +69,7 @@ class Optimizer:
   def schedule_step(self) -> list[Tensor]:
     """Give every parameter and piece of state its next value, lazily, and return all the tensors to realize for the step.
     Parameters without a gradient are left as they are."""
-    for i, p in enumerate(self.params):  # checked before anything changes: a bad gradient leaves every parameter as it was
-      if p.grad is not None and p.grad.shape != p.shape:
-        raise RuntimeError(f"parameter {i}: gradient of shape {p.grad.shape} for a parameter of shape {p.shape}")
+    self._check_grads()  # before anything changes: a bad gradient leaves every parameter as it was
     out = self._step_state()
     for i, p in enumerate(self.params):
       if p.grad is not None: out += self._update(i, p, p.grad.detach())
@@ -79,6 +78,11 @@ class Optimizer:
   def step(self) -> None:
     """Update the parameters in place: all new values and state realized together in one call."""
     Tensor.realize(*self.schedule_step())
+
+  def _check_grads(self) -> None:
+    for i, p in enumerate(self.params):
+      if p.grad is not None and p.grad.shape != p.shape:
+        raise RuntimeError(f"parameter {i}: gradient of shape {p.grad.shape} for a parameter of shape {p.shape}")
 
   def _step_state(self) -> list[Tensor]:
     """Advance the state shared by all parameters (before any parameter's update reads it); returns the tensors changed."""
@@ -92,8 +96,9 @@ class SGD(Optimizer):
   """Stochastic gradient descent as torch.optim.SGD (no dampening): g = grad + weight_decay * p; with momentum,
   b = momentum * b + g and g = b, or g + momentum * b with nesterov; then p -= lr * g."""
   def __init__(self, params: Iterable[Tensor], lr: float = 1e-3, momentum: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False):
-    if nesterov and momentum <= 0: raise ValueError("SGD: nesterov momentum requires a momentum > 0")
-    if lr < 0 or momentum < 0 or weight_decay < 0: raise ValueError(f"SGD: lr={lr}, momentum={momentum}, weight_decay={weight_decay} must be >= 0")
+    if nesterov and momentum <= 0: raise ValueError(f"{type(self).__name__}: nesterov momentum requires a momentum > 0")
+    if lr < 0 or momentum < 0 or weight_decay < 0:
+      raise ValueError(f"{type(self).__name__}: lr={lr}, momentum={momentum}, weight_decay={weight_decay} must be >= 0")
     super().__init__(params, lr)
     self.momentum, self.weight_decay, self.nesterov = momentum, weight_decay, nesterov
     self.b = _zeros_like(self.params) if momentum else []
@@ -163,6 +168,88 @@ class LAMB(Adam):
     return [_set(p, p - self._lr_on(p) * trust * r), m, v]
 
 
+def _norm(t: Tensor) -> Tensor: return (t * t).sum().sqrt()
+
+
+class LARS(SGD):
+  """LARS (You, Gitman and Ginsburg, 2017; tinygrad's arguments): SGD whose step for each parameter is scaled by the trust
+  ratio tcoef ||p|| / (||g|| + weight_decay ||p||), 1 where either norm is 0: s = trust * (g + weight_decay * p). With
+  classic (the paper's Algorithm 1) the learning rate is inside the momentum, b = momentum * b + lr * s and p -= b; without,
+  b = momentum * b + s and p -= lr * b. Nesterov takes momentum * b plus the new term instead of b."""
+  def __init__(self, params: Iterable[Tensor], lr: float = 1e-3, momentum: float = 0.9, weight_decay: float = 1e-4, nesterov: bool = False,
+               classic: bool = True, tcoef: float = 1e-3):
+    if tcoef < 0: raise ValueError(f"LARS: tcoef={tcoef} must be >= 0")
+    super().__init__(params, lr, momentum, weight_decay, nesterov)
+    self.classic, self.tcoef = classic, tcoef
+
+  def _update(self, i: int, p: Tensor, g: Tensor) -> list[Tensor]:
+    p_norm, g_norm = _norm(p), _norm(g)
+    trust = ((p_norm > 0) & (g_norm > 0)).where(self.tcoef * p_norm / (g_norm + self.weight_decay * p_norm), 1.0)
+    lr = self._lr_on(p)
+    s = trust * (g + self.weight_decay * p) * (lr if self.classic else 1.0)
+    state = []
+    if self.momentum:
+      b = _set(self.b[i], self.momentum * self.b[i] + s)
+      s, state = (s + self.momentum * b if self.nesterov else b), [b]
+    return [_set(p, p - (s if self.classic else lr * s)), *state]
+
+
+class Muon(SGD):
+  """Muon as torch.optim.Muon, for 2-D parameters (the weights of hidden layers; give the others to AdamW, in an
+  OptimizerGroup): b = momentum * b + (1 - momentum) * grad; u = (1 - momentum) * grad + momentum * b with nesterov, else
+  b; u orthogonalized by ns_steps Newton-Schulz iterations with ns_coefficients (a, b, c): X = u / max(||u||, eps)
+  (transposed to have no more rows than columns), then X = a X + (b A + c A A) X with A = X X^T. Then p *= 1 - lr *
+  weight_decay and p -= lr * scale * X, scale sqrt(max(1, rows / cols)) ("original") or 0.2 sqrt(max(rows, cols))
+  ("match_rms_adamw"). PyTorch runs the iterations in bfloat16, this in the parameter's dtype."""
+  def __init__(self, params: Iterable[Tensor], lr: float = 1e-3, weight_decay: float = 0.1, momentum: float = 0.95, nesterov: bool = True,
+               ns_coefficients: tuple[float, float, float] = (3.4445, -4.7750, 2.0315), eps: float = 1e-7, ns_steps: int = 5,
+               adjust_lr_fn: str | None = None):
+    if adjust_lr_fn not in (None, "original", "match_rms_adamw"):
+      raise ValueError(f"Muon: adjust_lr_fn must be None, 'original' or 'match_rms_adamw', got {adjust_lr_fn!r}")
+    if len(ns_coefficients) != 3 or not 0 <= ns_steps < 100:
+      raise ValueError(f"Muon: ns_coefficients={ns_coefficients} must be 3 numbers and ns_steps={ns_steps} in [0, 100)")
+    params = _unique(params)
+    if bad := [p.shape for p in params if p.ndim != 2]: raise ValueError(f"Muon: only 2-D parameters can be optimized, got shapes {bad}")
+    super().__init__(params, lr, momentum, weight_decay)
+    self.nesterov, self.ns_coefficients, self.eps, self.ns_steps, self.adjust_lr_fn = nesterov, ns_coefficients, eps, ns_steps, adjust_lr_fn
+    if not momentum: self.b = _zeros_like(self.params)  # SGD keeps no buffer without momentum; Muon's b is then the gradient
+
+  def _orthogonalize(self, u: Tensor) -> Tensor:
+    wide = u.shape[0] <= u.shape[1]
+    x = u if wide else u.T
+    x = x / _norm(x).maximum(self.eps)
+    a, b, c = self.ns_coefficients
+    for _ in range(self.ns_steps):
+      gram = x @ x.T
+      x = a * x + (b * gram + c * (gram @ gram)) @ x
+    return x if wide else x.T
+
+  def _update(self, i: int, p: Tensor, g: Tensor) -> list[Tensor]:
+    buf = _set(self.b[i], self.momentum * self.b[i] + (1 - self.momentum) * g)
+    u = (1 - self.momentum) * g + self.momentum * buf if self.nesterov else buf
+    rows, cols = p.shape
+    scale = 0.2 * max(rows, cols) ** 0.5 if self.adjust_lr_fn == "match_rms_adamw" else max(1.0, rows / cols) ** 0.5
+    lr = self._lr_on(p)
+    return [_set(p, p * (1 - lr * self.weight_decay) - (lr * scale) * self._orthogonalize(u)), buf]
+
+
+class OptimizerGroup:
+  """Several optimizers stepped as one (tinygrad's): zero_grad and step reach every one, and a step is a single realize
+  of all their updates. optimizers[i] (or group[i]) is one of them, for its learning rate or schedule."""
+  def __init__(self, *optimizers: Optimizer):
+    if not optimizers: raise ValueError("OptimizerGroup: got no optimizers")
+    self.optimizers = optimizers
+    self.params = _unique(p for o in optimizers for p in o.params)
+    self.buffers = _unique(b for o in optimizers for b in o.buffers)
+  def __getitem__(self, i: int) -> Optimizer: return self.optimizers[i]
+  def zero_grad(self) -> None:
+    for o in self.optimizers: o.zero_grad()
+  def schedule_step(self) -> list[Tensor]:
+    for o in self.optimizers: o._check_grads()  # every gradient first: a bad one in the last optimizer changes nothing
+    return _unique(t for o in self.optimizers for t in o.schedule_step())
+  def step(self) -> None: Tensor.realize(*self.schedule_step())
+
+
 from tinyspec.nn.optim import lr_scheduler  # noqa: E402  (the schedules, after the optimizers they drive)
 
-__all__ = ["LAMB", "SGD", "Adam", "AdamW", "Optimizer", "lr_scheduler"]
+__all__ = ["LAMB", "LARS", "SGD", "Adam", "AdamW", "Muon", "Optimizer", "OptimizerGroup", "lr_scheduler"]
