@@ -2,7 +2,8 @@
 
 get_state_dict walks an object's attributes, lists, tuples and dicts and names every Tensor by its path ("layers.0.weight",
 PyTorch's names for the same layout); get_parameters is its tensors, each once. load_state_dict checks everything first
-and changes nothing on an error.
+and changes nothing on an error. torch_load reads a checkpoint written by torch.save, without PyTorch and without running
+any of the pickle's code.
 
 safe_save / safe_load implement the safetensors format (https://huggingface.co/docs/safetensors) directly:
   8 bytes   N, the header's length, an unsigned little-endian 64-bit int
@@ -16,16 +17,19 @@ one is memory-mapped, not read whole. Saving writes a temporary file beside the 
 that fails leaves the old file as it was."""
 from __future__ import annotations
 
+import collections
 import contextlib
 import errno
 import json
 import math
 import os
+import pickle
 import secrets
 import stat
 import types
+import zipfile
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
@@ -253,5 +257,111 @@ def safe_load(path: str | os.PathLike | bytes, device: str | None = None) -> dic
     out[k] = Tensor._from_uop(engine.from_numpy(raw != 0 if dt == dtypes.bool else raw, dt, home), home)  # any nonzero byte is true
   return out
 
+# ---- PyTorch checkpoints ----
 
-__all__ = ["SafetensorsError", "get_parameters", "get_state_dict", "load_state_dict", "safe_load", "safe_load_metadata", "safe_save"]
+# a checkpoint names its tensors' element types by the storage class of PyTorch's typed storages (or, for dtypes that have
+# none, an UntypedStorage of bytes and a torch.<dtype> global)
+_TORCH_STORAGES = {"FloatStorage": dtypes.float32, "DoubleStorage": dtypes.float64, "HalfStorage": dtypes.float16,
+                   "BFloat16Storage": dtypes.bfloat16, "LongStorage": dtypes.int64, "IntStorage": dtypes.int32, "ShortStorage": dtypes.int16,
+                   "CharStorage": dtypes.int8, "ByteStorage": dtypes.uint8, "BoolStorage": dtypes.bool, "UntypedStorage": dtypes.uint8}
+_TORCH_DTYPES = {name: dt for dt in (dtypes.float32, dtypes.float64, dtypes.float16, dtypes.bfloat16, dtypes.int64, dtypes.int32, dtypes.int16,
+                                     dtypes.int8, dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64, dtypes.bool) for name in (dt.name,)}
+_LEGACY_MAGIC = 0x1950A86A20F9469CFC6C  # the first pickle of torch.save's format before PyTorch 1.6 (_use_new_zipfile_serialization=False)
+
+class _Storage:
+  """One storage of a checkpoint: its element type and, once read, its elements as a flat numpy array."""
+  def __init__(self, dtype: DType, numel: int): self.dtype, self.numel, self.data = dtype, numel, None
+
+class _TensorRecord:
+  """A tensor of the checkpoint, made into a Tensor once its storage's bytes are read (in the legacy format they follow
+  the pickle that names them)."""
+  def __init__(self, storage: _Storage, offset: int, size: tuple[int, ...], stride: tuple[int, ...], dtype: DType | None = None):
+    if not isinstance(storage, _Storage): raise pickle.UnpicklingError(f"a tensor's storage must be a checkpoint storage, got {_show(storage)}")
+    self.storage, self.offset, self.size, self.stride, self.dtype = storage, offset, tuple(size), tuple(stride), dtype or storage.dtype
+  def tensor(self, device: str, what: str) -> Tensor:
+    raw = self.storage.data.view(_raw_dtype(self.dtype if self.dtype != dtypes.bool else dtypes.uint8))  # an UntypedStorage's bytes as dtype
+    last = self.offset + sum((n - 1) * st for n, st in zip(self.size, self.stride)) if 0 not in self.size else self.offset - 1
+    if self.offset < 0 or any(n < 0 or st < 0 for n, st in zip(self.size, self.stride)) or last >= len(raw):
+      raise pickle.UnpicklingError(f"{what}: a tensor of shape {self.size}, strides {self.stride} at offset {self.offset} lies outside "
+                                   f"its storage of {len(raw)} elements")
+    view = np.lib.stride_tricks.as_strided(raw[self.offset:], self.size, tuple(st * raw.itemsize for st in self.stride), writeable=False)
+    return Tensor._from_uop(engine.from_numpy(view != 0 if self.dtype == dtypes.bool else view, self.dtype, device), device)
+
+# the functions a checkpoint's pickle calls to make its tensors, by PyTorch's argument order (gradients and hooks are dropped)
+def _rebuild_tensor_v2(storage, offset, size, stride, requires_grad=False, hooks=None, metadata=None):
+  return _TensorRecord(storage, offset, size, stride)
+def _rebuild_tensor_v3(storage, offset, size, stride, requires_grad, hooks, dtype, metadata=None):
+  return _TensorRecord(storage, offset, size, stride, dtype)
+def _rebuild_parameter(data, requires_grad, hooks, state=None): return data  # a Parameter is its tensor here
+
+_TORCH_GLOBALS: dict[tuple[str, str], Any] = {
+  ("collections", "OrderedDict"): collections.OrderedDict,  # a state dict; its _metadata attribute is dropped by _resolve
+  ("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor_v2, ("torch._utils", "_rebuild_tensor_v3"): _rebuild_tensor_v3,
+  ("torch._utils", "_rebuild_parameter"): _rebuild_parameter, ("torch._utils", "_rebuild_parameter_with_state"): _rebuild_parameter,
+}
+
+class _CheckpointUnpickler(pickle.Unpickler):
+  """An unpickler that knows only tensors, storages, dtypes and dicts: any other global (a class, a function such as
+  os.system) is refused, so a checkpoint cannot run code, as torch.load(weights_only=True)."""
+  def __init__(self, f: IO[bytes], what: str, read: Callable[[str, _Storage], None] | None):
+    super().__init__(f)
+    self.what, self.read, self.storages = what, read, {}
+  def find_class(self, module: str, name: str) -> Any:
+    if (module, name) in _TORCH_GLOBALS: return _TORCH_GLOBALS[module, name]
+    if module in ("torch", "torch.storage") and name in _TORCH_STORAGES: return _TORCH_STORAGES[name]
+    if module == "torch" and name in _TORCH_DTYPES: return _TORCH_DTYPES[name]
+    raise pickle.UnpicklingError(f"{self.what}: refusing {module}.{name}: a checkpoint may hold only tensors, numbers, strings and "
+                                 "containers (tinyspec has no dtype for it, or it would run code)")
+  def persistent_load(self, pid: Any) -> _Storage:
+    if not (isinstance(pid, tuple) and len(pid) >= 5 and pid[0] == "storage" and isinstance(pid[1], DType)):
+      raise pickle.UnpicklingError(f"{self.what}: unknown persistent id {_show(pid)}")
+    _, dtype, key, _, numel = pid[:5]
+    if len(pid) > 5 and pid[5] is not None: raise pickle.UnpicklingError(f"{self.what}: storage views (PyTorch before 0.4) are not supported")
+    if key not in self.storages:
+      self.storages[key] = _Storage(dtype, numel)
+      if self.read is not None: self.read(key, self.storages[key])
+    return self.storages[key]
+
+def _resolve(obj: Any, device: str, what: str) -> Any:
+  """The unpickled object with every tensor record made a Tensor: dicts, lists and tuples are rebuilt, anything else kept."""
+  if isinstance(obj, _TensorRecord): return obj.tensor(device, what)
+  if isinstance(obj, dict): return {k: _resolve(v, device, what) for k, v in obj.items()}
+  if isinstance(obj, (list, tuple)): return type(obj)(_resolve(v, device, what) for v in obj)
+  return obj
+
+def torch_load(path: str | os.PathLike, device: str | None = None) -> Any:
+  """What torch.save wrote to `path` (a state dict is {name: Tensor}), with its tensors on `device` (default
+  Device.DEFAULT): PyTorch's zip format, or the one before PyTorch 1.6. Nothing of PyTorch is needed, and nothing in the
+  file runs: only tensors, numbers, strings and containers are read (others raise pickle.UnpicklingError, naming the global).
+  A Parameter becomes a plain Tensor, and each tensor is a copy of its view of the storage (views do not share memory)."""
+  what, home = os.fsdecode(path), Device.canonicalize(device or Device.DEFAULT)
+  if zipfile.is_zipfile(path):
+    with zipfile.ZipFile(path) as z:
+      pkl = [n for n in z.namelist() if n.endswith("/data.pkl") and n.count("/") == 1]
+      if len(pkl) != 1: raise pickle.UnpicklingError(f"{what}: a zip file but not a PyTorch checkpoint (no single <name>/data.pkl)")
+      prefix = pkl[0][:-len("data.pkl")]
+      big = prefix + "byteorder" in z.namelist() and z.read(prefix + "byteorder") == b"big"
+      def read(key: str, st: _Storage) -> None:
+        st.data = np.frombuffer(z.read(f"{prefix}data/{key}"), _raw_dtype(st.dtype if st.dtype != dtypes.bool else dtypes.uint8))
+        if big: st.data = st.data.byteswap()
+      with z.open(pkl[0]) as f: return _resolve(_CheckpointUnpickler(f, what, read).load(), home, what)
+  with open(path, "rb") as f:
+    def load() -> Any: return _CheckpointUnpickler(f, what, None).load()  # every pickle of the file restricted, the first too
+    try: magic = load()
+    except Exception: magic = None  # anything that is not a pickle is simply not this format
+    if magic != _LEGACY_MAGIC: raise pickle.UnpicklingError(f"{what}: not a PyTorch checkpoint (neither a zip file nor the legacy format)")
+    load()  # the protocol version
+    if not load().get("little_endian", True): raise pickle.UnpicklingError(f"{what}: a big-endian legacy checkpoint is not supported")
+    unpickler = _CheckpointUnpickler(f, what, None)
+    obj, keys = unpickler.load(), load()
+    for key in keys:  # each storage: its element count (8 bytes), then its elements
+      st, count = unpickler.storages[key], int.from_bytes(f.read(8), "little")
+      raw = _raw_dtype(st.dtype if st.dtype != dtypes.bool else dtypes.uint8)
+      if len(data := f.read(count * raw.itemsize)) != count * raw.itemsize: raise pickle.UnpicklingError(f"{what}: truncated in storage {key}")
+      st.data = np.frombuffer(data, raw)
+    return _resolve(obj, home, what)
+
+
+
+__all__ = ["SafetensorsError", "get_parameters", "get_state_dict", "load_state_dict", "safe_load", "safe_load_metadata", "safe_save",
+           "torch_load"]
