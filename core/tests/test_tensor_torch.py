@@ -3,8 +3,8 @@
 Where tinyspec differs on purpose the test checks tinyspec's documented behaviour and says so:
   - default dtypes are int32 and float32 (PyTorch: int64 for bool tensor op int scalar, one_hot, where of two int scalars);
   - 0-d tensors promote like any tensor (PyTorch treats them like scalars);
-  - division is MUL(x, RECIP(y)), so quotients may differ by an ulp (compared with a tolerance), and float floor division
-    floors that rounded quotient: 1.0 // 0.1 is 10 (PyTorch, from fmod: 9);
+  - division is MUL(x, RECIP(y)), so quotients may differ by an ulp (compared with a tolerance); float floor division
+    does not floor that rounded quotient but comes from fmod, as PyTorch's: 1.0 // 0.1 is 9;
   - integer division and remainder by zero give 0 (PyTorch raises);
   - mean of an integer tensor is the float mean, argmax of bool orders False < True (PyTorch raises for both);
   - any/all always give bool (PyTorch: uint8 for uint8 input), sign(nan) is nan (PyTorch: 0), axis=() reduces nothing;
