@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from tinyspec.device import Device
-from tinyspec.dtype import SINTS, DType, dtypes, least_upper_dtype, to_dtype
+from tinyspec.dtype import DType, dtypes, least_upper_dtype, to_dtype
 from tinyspec.engine import multi
 from tinyspec.engine import realize as engine
 from tinyspec.engine import transcendental as T
@@ -39,6 +39,7 @@ from tinyspec.tensor.pointwise import PointwiseMixin
 from tinyspec.tensor.random import RandomMixin
 from tinyspec.tensor.reduce import ReduceMixin
 from tinyspec.tensor.sorting import SortMixin
+from tinyspec.tensor.torch_names import TorchNamesMixin
 from tinyspec.uop.ops import GroupOp, Ops
 from tinyspec.uop.properties import sint_is
 from tinyspec.uop.uop import UOp
@@ -138,7 +139,7 @@ def _moved(uop: UOp, device: str | tuple[str, ...]) -> UOp:
   return multi.replicate(uop, device) if isinstance(device, tuple) else UOp(Ops.COPY, (uop,), device)
 
 
-class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, LinalgMixin, LossMixin, RandomMixin):
+class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, LinalgMixin, LossMixin, RandomMixin, TorchNamesMixin):
   """A lazy n-dimensional array on a device. `Tensor(data, device=None, dtype=None)` takes a Python number, nested
   lists, a numpy array (its dtype kept), another Tensor or a UOp."""
   __hash__ = object.__hash__  # == is elementwise, so a Tensor hashes by identity
@@ -610,7 +611,7 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Lin
     p = a._new(UOp(Ops.POW, ((a < 0).where(-a, a).uop, b.uop)))
     integral = b.trunc() == b  # +-inf too, as even
     odd = integral & ((b * 0.5).trunc() != b * 0.5)
-    negative = a.bitcast(next(d for d in SINTS if d.itemsize == a.dtype.itemsize)) < 0  # the sign bit: -0.0 and -inf are negative
+    negative = a.signbit()  # -0.0 and -inf are negative
     # the sign as a factor, not a select between p and a constant: the gradient then flows through POW everywhere, and its
     # rule (gradient._pow) gives PyTorch's slopes: nan for the nan of a negative base's non-integral power, and at
     # x ** 0 = 1 ** y = 1, which POW itself gives (C99's values), d/dy 0.7 ** y = ln 0.7 and d/dy inf ** y = inf at y = 0
@@ -721,9 +722,10 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Lin
 
   # ---- unary ----
   def abs(self) -> Tensor:
-    """max(x, -x): at 0 the two sides share the gradient and cancel, giving PyTorch's slope sign(0) = 0."""
+    """max(x, -x), and +0.0 for a float zero (MAX of 0.0 and -0.0 may be either). PyTorch's slope sign(0) = 0 at 0."""
     if self.dtype == dtypes.bool or dtypes.is_unsigned(self.dtype): return self
-    return self.maximum(-self)
+    m = self.maximum(-self)
+    return (m == 0).where(m - m.detach(), m) if dtypes.is_float(self.dtype) else m  # v - v is +0.0, with m's slope kept
   def square(self) -> Tensor: return self * self
   def _math(self, f: Callable[[Tensor], Tensor]) -> Tensor:
     """f computed in a float dtype: ints take the default float; float16 computes in float32 and rounds once at the end (as
