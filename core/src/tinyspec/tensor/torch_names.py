@@ -1,0 +1,265 @@
+"""PyTorch's names for what tinygrad names otherwise or lacks, so code written against torch.Tensor runs as it is: aliases
+(absolute, multiply, arccos, greater ...), shape helpers (dim, t, movedim, unbind, narrow, tile ...), the matrix products
+under their BLAS names (mm, bmm, addmm, addcmul ...), reductions (amax, nansum, norm, median ...) and small pointwise
+composites (atan2, hypot, logit, xlogy, sinc ...). Each has PyTorch's semantics, and its gradient by composition."""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from tinyspec.dtype import SINTS, dtypes
+from tinyspec.tensor.movement import resolve_dim, shape_arg
+
+if TYPE_CHECKING:
+  from tinyspec.tensor.tensor import Scalar, Tensor
+
+
+def _dims(dim: int | Sequence[int], ndim: int) -> tuple[int, ...]:
+  return tuple(resolve_dim(d, ndim) for d in ((dim,) if isinstance(dim, int) else dim))
+
+def _at(dim: int, index) -> tuple:
+  """An indexing tuple that applies `index` to axis `dim` and keeps the axes before it whole."""
+  return (slice(None),) * dim + (index,)
+
+def _need_ndim(name: str, t: Tensor, *ndims: int) -> None:
+  if t.ndim not in ndims: raise RuntimeError(f"{name}: expected a {' or '.join(f'{n}-D' for n in ndims)} tensor, got shape {t.shape}")
+
+
+class TorchNamesMixin:
+  """torch.Tensor's method names for Tensor (see the module docstring)."""
+
+  # ---- aliases: the same operation under PyTorch's (or numpy's) name ----
+  def absolute(self: Tensor) -> Tensor: return self.abs()
+  def negative(self: Tensor) -> Tensor: return self.neg()
+  def sgn(self: Tensor) -> Tensor: return self.sign()
+  def multiply(self: Tensor, other: Tensor | Scalar) -> Tensor: return self.mul(other)
+  def divide(self: Tensor, other: Tensor | Scalar, rounding_mode: str | None = None) -> Tensor: return self.div(other, rounding_mode=rounding_mode)
+  def true_divide(self: Tensor, other: Tensor | Scalar) -> Tensor: return self.div(other)
+  def floor_divide(self: Tensor, other: Tensor | Scalar) -> Tensor: return self.floordiv(other)
+  def remainder(self: Tensor, other: Tensor | Scalar) -> Tensor: return self.mod(other)
+  def subtract(self: Tensor, other: Tensor | Scalar, alpha: Scalar = 1) -> Tensor: return self.sub(other if alpha == 1 else other * alpha)
+  def greater(self: Tensor, other: Tensor | Scalar) -> Tensor: return self.gt(other)
+  def greater_equal(self: Tensor, other: Tensor | Scalar) -> Tensor: return self.ge(other)
+  def less(self: Tensor, other: Tensor | Scalar) -> Tensor: return self.lt(other)
+  def less_equal(self: Tensor, other: Tensor | Scalar) -> Tensor: return self.le(other)
+  def not_equal(self: Tensor, other: Tensor | Scalar) -> Tensor: return self.ne(other)
+  def arccos(self: Tensor) -> Tensor: return self.acos()
+  def arcsin(self: Tensor) -> Tensor: return self.asin()
+  def arctan(self: Tensor) -> Tensor: return self.atan()
+  def arccosh(self: Tensor) -> Tensor: return self.acosh()
+  def arcsinh(self: Tensor) -> Tensor: return self.asinh()
+  def arctanh(self: Tensor) -> Tensor: return self.atanh()
+  def arctan2(self: Tensor, other: Tensor | Scalar) -> Tensor: return self.atan2(other)
+  def clamp_min(self: Tensor, min: Tensor | Scalar) -> Tensor: return self.clamp(min=min)
+  def clamp_max(self: Tensor, max: Tensor | Scalar) -> Tensor: return self.clamp(max=max)
+
+  # ---- shapes ----
+  def dim(self: Tensor) -> int: return self.ndim
+  def ndimension(self: Tensor) -> int: return self.ndim
+  def nelement(self: Tensor) -> int: return self.numel()
+  def ravel(self: Tensor) -> Tensor: return self.flatten()
+  def expand_as(self: Tensor, other: Tensor) -> Tensor: return self.expand(other.shape)
+  def view_as(self: Tensor, other: Tensor) -> Tensor: return self.view(other.shape)
+  def reshape_as(self: Tensor, other: Tensor) -> Tensor: return self.reshape(other.shape)
+  def type_as(self: Tensor, other: Tensor) -> Tensor: return self.cast(other.dtype)
+  def swapaxes(self: Tensor, axis0: int, axis1: int) -> Tensor: return self.transpose(axis0, axis1)
+  def swapdims(self: Tensor, dim0: int, dim1: int) -> Tensor: return self.transpose(dim0, dim1)
+  def t(self: Tensor) -> Tensor:
+    """The transpose of a matrix; a 0-d or 1-d tensor as it is."""
+    if self.ndim > 2: raise RuntimeError(f"t: expects a tensor with <= 2 dimensions, got shape {self.shape} (use mT or transpose)")
+    return self.transpose(0, 1) if self.ndim == 2 else self
+  @property
+  def mT(self: Tensor) -> Tensor:  # noqa: N802  (PyTorch's name)
+    """The last two axes swapped (a batch of matrices transposed)."""
+    if self.ndim < 2: raise RuntimeError(f"mT: expects a tensor with >= 2 dimensions, got shape {self.shape}")
+    return self.transpose(-2, -1)
+  def fliplr(self: Tensor) -> Tensor:
+    if self.ndim < 2: raise RuntimeError(f"fliplr: expects a tensor with >= 2 dimensions, got shape {self.shape}")
+    return self.flip(1)
+  def flipud(self: Tensor) -> Tensor:
+    if self.ndim < 1: raise RuntimeError("flipud: expects a tensor with >= 1 dimension, got a 0-d tensor")
+    return self.flip(0)
+  def movedim(self: Tensor, source: int | Sequence[int], destination: int | Sequence[int]) -> Tensor:
+    """The axes `source` moved to the places `destination`, the others keeping their order (torch.movedim)."""
+    src, dst = _dims(source, self.ndim), _dims(destination, self.ndim)
+    if len(src) != len(dst) or len(set(src)) != len(src) or len(set(dst)) != len(dst):
+      raise RuntimeError(f"movedim: source {source} and destination {destination} must be as many distinct dims")
+    order, rest = [None] * self.ndim, iter(a for a in range(self.ndim) if a not in src)
+    for s, d in zip(src, dst): order[d] = s
+    return self.permute([next(rest) if o is None else o for o in order])
+  def moveaxis(self: Tensor, source: int | Sequence[int], destination: int | Sequence[int]) -> Tensor: return self.movedim(source, destination)
+  def unbind(self: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
+    """The slices along `dim`, that axis removed from each."""
+    d = resolve_dim(dim, self.ndim)
+    return tuple(self[_at(d, i)] for i in range(self.shape[d]))
+  def narrow(self: Tensor, dim: int, start: int, length: int) -> Tensor:
+    """`length` elements of axis `dim` from `start` (negative counts from the end)."""
+    d = resolve_dim(dim, self.ndim)
+    s = start + self.shape[d] if start < 0 else start
+    if not (0 <= s <= self.shape[d] and 0 <= length <= self.shape[d] - s):
+      raise IndexError(f"narrow: start {start} and length {length} are out of range for dim {dim} of shape {self.shape}")
+    return self[_at(d, slice(s, s + length))]
+  def select(self: Tensor, dim: int, index: int) -> Tensor: return self[_at(resolve_dim(dim, self.ndim), index)]
+  def index_select(self: Tensor, dim: int, index: Tensor) -> Tensor:
+    """The slices of axis `dim` that the 1-d integer tensor `index` names, in its order."""
+    if index.ndim > 1 or not dtypes.is_int(index.dtype):
+      raise RuntimeError(f"index_select: index must be a 0-d or 1-d integer tensor, got shape {index.shape} and dtype {index.dtype}")
+    return self[_at(resolve_dim(dim, self.ndim), index.reshape(-1))]
+  def split_with_sizes(self: Tensor, split_sizes: Sequence[int], dim: int = 0) -> tuple[Tensor, ...]: return self.split(list(split_sizes), dim)
+  def tile(self: Tensor, *dims) -> Tensor:
+    """Repeated `dims` times along each axis; fewer dims than axes count from the last axis (ones in front)."""
+    reps = shape_arg(*dims)
+    return self.repeat((1,) * (self.ndim - len(reps)) + tuple(reps))
+  def rot90(self: Tensor, k: int = 1, dims: Sequence[int] = (0, 1)) -> Tensor:
+    """Rotated by 90 degrees k times in the plane of `dims`, from the first axis toward the second."""
+    a, b = _dims(dims, self.ndim)
+    if len(dims) != 2 or a == b: raise RuntimeError(f"rot90: dims must be two different axes, got {dims}")
+    return [self, self.flip(b).transpose(a, b), self.flip((a, b)), self.flip(a).transpose(a, b)][k % 4]
+  def diff(self: Tensor, n: int = 1, dim: int = -1, prepend: Tensor | None = None, append: Tensor | None = None) -> Tensor:
+    """The n-th forward difference along `dim` (bools: x[i+1] != x[i]), after putting prepend and append at its ends."""
+    d = resolve_dim(dim, self.ndim)
+    x = self.cat(*(t for t in (append,) if t is not None), dim=d)
+    if prepend is not None: x = prepend.cat(x, dim=d)
+    for _ in range(n):
+      hi, lo = x[_at(d, slice(1, None))], x[_at(d, slice(None, -1))]
+      x = hi != lo if x.dtype == dtypes.bool else hi - lo
+    return x
+
+  # ---- new tensors like this one (its dtype and device unless given) ----
+  def new_zeros(self: Tensor, *size, dtype=None) -> Tensor: return type(self).zeros(*size, dtype=dtype or self.dtype, device=self.device)
+  def new_ones(self: Tensor, *size, dtype=None) -> Tensor: return type(self).ones(*size, dtype=dtype or self.dtype, device=self.device)
+  def new_empty(self: Tensor, *size, dtype=None) -> Tensor: return type(self).empty(*size, dtype=dtype or self.dtype, device=self.device)
+  def new_full(self: Tensor, size: Sequence[int], fill_value: Scalar, dtype=None) -> Tensor:
+    return type(self).full(tuple(size), fill_value, dtype=dtype or self.dtype, device=self.device)
+  def new_tensor(self: Tensor, data, dtype=None) -> Tensor: return type(self)(data, dtype=dtype or self.dtype, device=self.device)
+
+  # ---- matrix products under their BLAS names: out = beta * self + alpha * product ----
+  def mm(self: Tensor, mat2: Tensor) -> Tensor:
+    _need_ndim("mm", self, 2), _need_ndim("mm", mat2, 2)
+    return self @ mat2
+  def bmm(self: Tensor, mat2: Tensor) -> Tensor:
+    _need_ndim("bmm", self, 3), _need_ndim("bmm", mat2, 3)
+    if self.shape[0] != mat2.shape[0]: raise RuntimeError(f"bmm: batch sizes differ: {self.shape} and {mat2.shape}")
+    return self @ mat2
+  def mv(self: Tensor, vec: Tensor) -> Tensor:
+    _need_ndim("mv", self, 2), _need_ndim("mv", vec, 1)
+    return self @ vec
+  def outer(self: Tensor, vec2: Tensor) -> Tensor:
+    _need_ndim("outer", self, 1), _need_ndim("outer", vec2, 1)
+    return self.unsqueeze(1) * vec2.unsqueeze(0)
+  def _blas(self: Tensor, product: Tensor, beta: Scalar, alpha: Scalar) -> Tensor:
+    """beta * self + alpha * product; with beta 0 self is not read (its nan and inf do not reach the result), as PyTorch."""
+    scaled = product if alpha == 1 else product * alpha
+    return scaled.expand(scaled.shape) if beta == 0 else (self if beta == 1 else self * beta) + scaled
+  def addmm(self: Tensor, mat1: Tensor, mat2: Tensor, beta: Scalar = 1, alpha: Scalar = 1) -> Tensor: return self._blas(mat1.mm(mat2), beta, alpha)
+  def addmv(self: Tensor, mat: Tensor, vec: Tensor, beta: Scalar = 1, alpha: Scalar = 1) -> Tensor: return self._blas(mat.mv(vec), beta, alpha)
+  def addr(self: Tensor, vec1: Tensor, vec2: Tensor, beta: Scalar = 1, alpha: Scalar = 1) -> Tensor: return self._blas(vec1.outer(vec2), beta, alpha)
+  def baddbmm(self: Tensor, batch1: Tensor, batch2: Tensor, beta: Scalar = 1, alpha: Scalar = 1) -> Tensor:
+    return self._blas(batch1.bmm(batch2), beta, alpha)
+  def addcmul(self: Tensor, tensor1: Tensor, tensor2: Tensor, value: Scalar = 1) -> Tensor: return self + value * tensor1 * tensor2
+  def addcdiv(self: Tensor, tensor1: Tensor, tensor2: Tensor, value: Scalar = 1) -> Tensor: return self + value * tensor1 / tensor2
+  def trace(self: Tensor) -> Tensor:
+    _need_ndim("trace", self, 2)
+    return self.diagonal().sum()
+
+  # ---- reductions ----
+  def amax(self: Tensor, dim: int | Sequence[int] = (), keepdim: bool = False) -> Tensor:
+    """The largest value over `dim` (all axes for ()); tied maxima share the gradient (unlike max(dim), as PyTorch)."""
+    return self.max(_dims(dim, self.ndim) or None, keepdim)
+  def amin(self: Tensor, dim: int | Sequence[int] = (), keepdim: bool = False) -> Tensor: return self.min(_dims(dim, self.ndim) or None, keepdim)
+  def nansum(self: Tensor, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+    """The sum with nan counted as 0."""
+    return (self.isnan().where(0, self) if dtypes.is_float(self.dtype) else self).sum(dim, keepdim)
+  def nanmean(self: Tensor, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+    """The mean of the values that are not nan (nan where all are)."""
+    if not dtypes.is_float(self.dtype): raise RuntimeError(f"nanmean: expected a floating point tensor, got {self.dtype}")
+    return self.nansum(dim, keepdim) / (~self.isnan()).sum(dim, keepdim).cast(self.dtype)
+  def count_nonzero(self: Tensor, dim: int | Sequence[int] | None = None) -> Tensor: return (self != 0).sum(dim)
+  def norm(self: Tensor, p: float | str = "fro", dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+    """The vector p-norm over `dim` (all axes for None), as torch.linalg.vector_norm: "fro" and 2 the Euclidean norm (slope 0
+    at a zero vector), inf and -inf the largest and smallest |x|, 0 the count of nonzeros, else sum(|x|^p)^(1/p)."""
+    x = self._float()
+    if p in ("fro", 2, 2.0):
+      s = (x * x).sum(dim, keepdim)
+      return (s == 0).where(0.0, (s == 0).where(1.0, s).sqrt())  # sqrt's slope at 0 is inf, and inf * 0 is nan: 1 there instead
+    if isinstance(p, str): raise ValueError(f"norm: p must be a number or 'fro', got {p!r} (a matrix norm such as 'nuc' is not supported)")
+    a = x.abs()
+    if p == math.inf: return a.max(dim, keepdim)
+    if p == -math.inf: return a.min(dim, keepdim)
+    if p == 0: return (x != 0).sum(dim, keepdim).cast(x.dtype)
+    return a.sum(dim, keepdim) if p == 1 else (a ** p).sum(dim, keepdim) ** (1 / p)
+  def median(self: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+    """The lower median (element (n - 1) // 2 in sorted order), nan if there is a nan; with `dim`, (values, indices) as
+    torch.median(x, dim)."""
+    if dim is None: return self.flatten().median(0)[0]
+    d = resolve_dim(dim, self.ndim)
+    if self.ndim and self.shape[d] == 0: raise IndexError(f"median: cannot take the median of an empty dim {dim} of shape {self.shape}")
+    values, indices = self.sort(d)
+    k = (self.shape[d] - 1) // 2 if self.ndim else 0
+    v, i = (values, indices) if not self.ndim else (values[_at(d, slice(k, k + 1))], indices[_at(d, slice(k, k + 1))])
+    if dtypes.is_float(self.dtype) and self.ndim:  # the first nan, where there is one: PyTorch's median propagates nan
+      nan = self.isnan()
+      first_nan = nan.cast(dtypes.int32).argmax(d, keepdim=True).cast(i.dtype)
+      has_nan = nan.any(d, keepdim=True)
+      v, i = has_nan.where(math.nan, v), has_nan.where(first_nan, i)
+    return (v, i) if keepdim or not self.ndim else (v.squeeze(d), i.squeeze(d))
+
+  # ---- pointwise ----
+  def atan2(self: Tensor, other: Tensor | Scalar) -> Tensor:
+    """The angle of the point (other, self) in (-pi, pi], with C's signed zeros and infinities: atan of the smaller of |y|,
+    |x| over the larger (so no quotient overflows), then reflected into the point's octant; the sign is y's."""
+    y, x = self._float()._broadcasted(other)
+    ay, ax = y.abs(), x.abs()
+    both_inf = ay.isinf() & ax.isinf()
+    steep = ay > ax
+    lo, hi = steep.where(ax, ay), steep.where(ay, ax)
+    r = both_inf.where(1.0, (hi == 0).where(0.0, lo / (hi == 0).where(1.0, hi))).atan()  # 0/0 at the origin: angle 0 (or pi)
+    r = steep.where(math.pi / 2 - r, r)
+    r = x.signbit().where(math.pi - r, r)
+    return (x.isnan() | y.isnan()).where(math.nan, y.signbit().where(-r, r))
+  def hypot(self: Tensor, other: Tensor | Scalar) -> Tensor:
+    """sqrt(x^2 + y^2) without overflow or underflow in the squares (scaled by the larger); inf if either is inf, nan too."""
+    x, y = self._float()._broadcasted(other)
+    ax, ay = x.abs(), y.abs()
+    big, small = ax.maximum(ay), ax.minimum(ay)
+    safe = (big == 0) | big.isinf()
+    q = small / safe.where(1.0, big)
+    out = safe.where(big, big * (1 + q * q).sqrt())
+    return (ax.isinf() | ay.isinf()).where(math.inf, out)
+  def logit(self: Tensor, eps: float | None = None) -> Tensor:
+    """log(x / (1 - x)), x clamped to [eps, 1 - eps] first when eps is given."""
+    x = self._float()
+    if eps is not None: x = x.clamp(eps, 1 - eps)
+    return (x / (1 - x)).log()
+  def xlogy(self: Tensor, other: Tensor | Scalar) -> Tensor:
+    """x * log(y), 0 where x is 0 (unless y is nan). The slope in x is log(y) there too, as PyTorch's (for a finite y > 0;
+    0 at y = 0 and inf, where PyTorch's is infinite)."""
+    x, y = self._float()._broadcasted(other)
+    zero = (x == 0) & ~y.isnan()
+    slope = (zero & (y > 0) & y.isfinite()).where(y, 1.0).log().detach()  # 0 where unused, and never inf: 0 * inf is nan
+    return zero.where(x * slope - (x * slope).detach(), x * y.log())  # v - v is +0.0 (x * slope is -0.0 for a negative slope)
+  def sinc(self: Tensor) -> Tensor:
+    """sin(pi x) / (pi x), 1 at 0 (slope 0 there)."""
+    x = self._float()
+    px = (x == 0).where(1.0, x) * math.pi  # finite where unused: the untaken branch passes 0 * its slope back
+    return (x == 0).where(1.0, px.sin() / px)
+  def deg2rad(self: Tensor) -> Tensor: return self._float() * (math.pi / 180)
+  def rad2deg(self: Tensor) -> Tensor: return self._float() * (180 / math.pi)
+  def frac(self: Tensor) -> Tensor: return self - self.trunc()
+  def signbit(self: Tensor) -> Tensor:
+    """Whether the sign bit is set: true for -0.0 and negative nan too."""
+    if dtypes.is_float(self.dtype): return self.bitcast(next(d for d in SINTS if d.itemsize == self.dtype.itemsize)) < 0
+    return self < 0 if self.dtype in SINTS else self != self  # unsigned and bool: never
+  def fmax(self: Tensor, other: Tensor | Scalar) -> Tensor:
+    """The elementwise max ignoring nan (nan only where both are)."""
+    x, y = self._broadcasted(other)
+    return x.maximum(y) if not dtypes.is_float(x.dtype) else x.isnan().where(y, y.isnan().where(x, x.maximum(y)))
+  def fmin(self: Tensor, other: Tensor | Scalar) -> Tensor:
+    """The elementwise min ignoring nan (nan only where both are)."""
+    x, y = self._broadcasted(other)
+    return x.minimum(y) if not dtypes.is_float(x.dtype) else x.isnan().where(y, y.isnan().where(x, x.minimum(y)))
+  def logaddexp2(self: Tensor, other: Tensor | Scalar) -> Tensor:
+    """log2(2^x + 2^y)."""
+    x, y = self._float()._broadcasted(other)
+    return (x * math.log(2)).logaddexp(y * math.log(2)) * (1 / math.log(2))

@@ -1,0 +1,130 @@
+"""tensor/torch_names.py: torch.Tensor's method names, each against the PyTorch method of the same name on the same data,
+values and gradients (the table's name is the method called on both sides unless a lambda says otherwise)."""
+import math
+
+import numpy as np
+import pytest
+from tinyspec import Tensor, dtypes
+
+torch = pytest.importorskip("torch")
+rng = np.random.default_rng(11)
+
+A = rng.standard_normal((3, 4)).astype(np.float32)
+B = rng.standard_normal((3, 4)).astype(np.float32)
+P = rng.uniform(0.05, 0.95, (3, 4)).astype(np.float32)
+SQ = rng.standard_normal((4, 4)).astype(np.float32)
+V3, W3 = rng.standard_normal(3).astype(np.float32), rng.standard_normal(4).astype(np.float32)
+BATCH1, BATCH2 = rng.standard_normal((2, 3, 5)).astype(np.float32), rng.standard_normal((2, 5, 4)).astype(np.float32)
+T3 = rng.standard_normal((2, 3, 4)).astype(np.float32)
+EDGES = np.array([0.0, -0.0, 1.0, -1.0, math.inf, -math.inf, 2.5, -2.5, 1e-30, 3e38], np.float32)
+
+
+def check(ours, theirs, *arrays, rtol=1e-5, atol=1e-6):
+  """ours(*tinyspec tensors) against theirs(*torch tensors): every output's values, then every input's gradient of the
+  sum of the float outputs."""
+  ts, tt = [Tensor(a, requires_grad=True) for a in arrays], [torch.tensor(a, requires_grad=True) for a in arrays]
+  outs, refs = ours(*ts), theirs(*tt)
+  outs, refs = (outs, refs) if isinstance(outs, tuple) else ((outs,), (refs,))
+  assert len(outs) == len(refs)
+  floats = [(o, r) for o, r in zip(outs, refs) if dtypes.is_float(o.dtype)]
+  total = sum(o.sum() for o, _ in floats) if floats else None
+  for o, r in zip(outs, refs):
+    assert o.shape == tuple(r.shape)
+    np.testing.assert_allclose(o.numpy(), r.detach().numpy(), rtol=rtol, atol=atol)
+  if total is None or not all(r.requires_grad for _, r in floats): return
+  total.backward(); sum(r.sum() for _, r in floats).backward()
+  for x, tx in zip(ts, tt):
+    if tx.grad is not None: np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(force=True), rtol=rtol * 10, atol=atol * 10)
+
+
+def same(name, *args, **kw):
+  """The method `name` called with the same extra arguments on both sides."""
+  return lambda *xs: getattr(xs[0], name)(*xs[1:], *args, **kw)
+
+CASES = [  # (id, ours, theirs or None for the same call, inputs)
+  *[(n, same(n), None, (A,)) for n in ("absolute", "negative", "sgn", "ravel", "t", "fliplr", "flipud", "frac", "deg2rad", "rad2deg", "sinc")],
+  *[(n, same(n), None, (A, B)) for n in ("multiply", "true_divide", "subtract", "fmax", "fmin", "logaddexp2", "hypot", "atan2", "arctan2")],
+  *[(n, same(n), None, (P,)) for n in ("arccos", "arcsin", "arctan", "arcsinh", "arctanh", "logit")],
+  ("arccosh", same("arccosh"), None, (P + 1,)), ("divide_floor", same("divide", rounding_mode="floor"), None, (A, B)),
+  ("subtract_alpha", same("subtract", alpha=2.5), None, (A, B)), ("clamp_min", same("clamp_min", 0.1), None, (A,)),
+  ("clamp_max", same("clamp_max", 0.1), None, (A,)), ("logit_eps", same("logit", eps=0.2), None, (P,)), ("xlogy", same("xlogy"), None, (A, P)),
+  ("xlogy_zeros", same("xlogy"), None, (np.where(A > 0, A, 0).astype(np.float32), P)),
+  ("mT", lambda x: x.mT, lambda x: x.mT, (T3,)), ("movedim", same("movedim", (0, 2), (2, 0)), None, (T3,)),
+  ("moveaxis", same("moveaxis", 0, -1), None, (T3,)), ("swapaxes", same("swapaxes", 0, 2), None, (T3,)),
+  ("unbind", same("unbind", 1), None, (T3,)), ("narrow", same("narrow", 2, -3, 2), None, (T3,)), ("select", same("select", 1, -1), None, (T3,)),
+  ("tile", same("tile", (2, 1, 1, 2)), None, (T3,)), ("tile_short", same("tile", (2,)), None, (T3,)),
+  ("rot90", same("rot90", 1, (1, 2)), None, (T3,)), ("rot90_k3", same("rot90", -1), None, (T3,)), ("rot90_k2", same("rot90", 2, (0, 2)), None, (T3,)),
+  ("diff", same("diff"), None, (T3,)), ("diff_n2_dim0", same("diff", 2, 1), None, (T3,)),
+  ("diff_prepend", lambda x, p: x.diff(dim=0, prepend=p), lambda x, p: x.diff(dim=0, prepend=p), (A, B[:1])),
+  ("expand_as", lambda x, y: x[:1].expand_as(y), lambda x, y: x[:1].expand_as(y), (A, B)),
+  ("view_as", lambda x, y: x.view_as(y), lambda x, y: x.view_as(y), (A, B.reshape(6, 2))),
+  ("mm", same("mm"), None, (A, SQ)), ("bmm", same("bmm"), None, (BATCH1, BATCH2)), ("mv", same("mv"), None, (SQ, W3)),
+  ("outer", same("outer"), None, (V3, W3)), ("trace", same("trace"), None, (SQ,)),
+  ("addmm", same("addmm", beta=0.5, alpha=2.0), None, (A, A, SQ)), ("addmv", same("addmv"), None, (V3, A, W3)),
+  ("addr", same("addr", alpha=3), None, (A, V3, W3)), ("baddbmm", same("baddbmm", beta=2), None, (T3, BATCH1, BATCH2)),
+  ("addcmul", same("addcmul", value=0.5), None, (A, B, P)), ("addcdiv", same("addcdiv", value=-2), None, (A, B, P)),
+  ("amax", same("amax", 1), None, (A,)), ("amin_all", same("amin"), None, (A,)), ("amax_dims", same("amax", (0, 2), keepdim=True), None, (T3,)),
+  ("norm", same("norm"), None, (A,)), ("norm_1_dim", same("norm", 1, 1), None, (A,)), ("norm_3", same("norm", 3, 0, True), None, (A,)),
+  ("norm_inf", same("norm", math.inf, 1), None, (A,)), ("norm_ninf", same("norm", -math.inf), None, (A,)), ("norm_0", lambda x: x.norm(0, 1).detach(), None, (A,)),
+  ("median", same("median"), None, (A,)), ("median_dim", same("median", 1), None, (A,)), ("median_dim_keep", same("median", 0, True), None, (T3,)),
+]
+
+@pytest.mark.parametrize("name, ours, theirs, arrays", CASES, ids=[c[0] for c in CASES])
+def test_against_pytorch(name, ours, theirs, arrays):
+  check(ours, theirs or ours, *arrays)
+
+def test_edge_values_of_atan2_hypot_sinc_signbit():
+  """Signed zeros, infinities and nan in every pairing: C's atan2 values (+-pi at (+-0, -0)), hypot(inf, nan) = inf."""
+  y, x = np.meshgrid(EDGES, EDGES)
+  for name in ("atan2", "hypot", "fmax", "fmin", "xlogy"):
+    ours, ref = getattr(Tensor(y), name)(Tensor(x)).numpy(), getattr(torch.tensor(y), name)(torch.tensor(x)).numpy()
+    np.testing.assert_allclose(ours, ref, rtol=1e-6, err_msg=name)
+    if name not in ("fmax", "fmin"):  # which zero fmax(-0.0, 0.0) returns IEEE leaves open (PyTorch: the first)
+      assert (np.signbit(ours) == np.signbit(ref))[~np.isnan(ref)].all(), name
+  with_nan = np.array([math.nan, -math.nan, 0.0, -0.0, -3.0], np.float32)
+  np.testing.assert_array_equal(Tensor(with_nan).signbit().numpy(), torch.tensor(with_nan).signbit().numpy())
+  np.testing.assert_allclose(Tensor(EDGES).sinc().numpy(), torch.tensor(EDGES).sinc().numpy(), rtol=1e-6, atol=1e-7)  # sin(pi) is not 0
+  np.testing.assert_array_equal(Tensor([-2, 0, 5], dtype="int32").signbit().numpy(), [True, False, False])
+  assert not np.signbit(Tensor([0.0, -0.0]).abs().numpy()).any()  # abs is max(x, -x), and MAX of the two zeros may be either
+
+def test_slopes_at_zero():
+  """The Euclidean norm of a zero vector and sinc at 0 have slope 0, as PyTorch's."""
+  for ours, theirs in ((lambda t: t.norm(), lambda t: t.norm()), (lambda t: t.sinc().sum(), lambda t: t.sinc().sum())):
+    x, tx = Tensor.zeros(3, requires_grad=True), torch.zeros(3, requires_grad=True)
+    ours(x).backward(); theirs(tx).backward()
+    np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())
+
+def test_reductions_with_nan():
+  x = np.array([[1.0, math.nan, 3.0], [math.nan, math.nan, math.nan], [4.0, 2.0, 5.0]], np.float32)
+  for name, kw in (("nansum", {}), ("nansum", {"dim": 1}), ("nanmean", {"dim": 1}), ("nanmean", {}), ("count_nonzero", {"dim": 0})):
+    np.testing.assert_allclose(getattr(Tensor(x), name)(**kw).numpy(), getattr(torch.tensor(x), name)(**kw).numpy(), rtol=1e-6, err_msg=name)
+  values, indices = Tensor(x).median(1)
+  tv, ti = torch.tensor(x).median(1)
+  np.testing.assert_array_equal(values.numpy(), tv.numpy()); np.testing.assert_array_equal(indices.numpy(), ti.numpy())
+  assert math.isnan(Tensor(x).median().item()) and math.isnan(torch.tensor(x).median().item())
+
+def test_shape_helpers_and_new_tensors():
+  x = Tensor(A)
+  assert x.dim() == x.ndimension() == 2 and x.nelement() == 12
+  assert x.type_as(Tensor([1], dtype="int32")).dtype == dtypes.int32
+  assert [t.shape for t in x.split_with_sizes([1, 3], 1)] == [(3, 1), (3, 3)]
+  np.testing.assert_array_equal(x.index_select(1, Tensor([3, 0, 3])).numpy(), A[:, [3, 0, 3]])
+  z, o, f = x.new_zeros(2, 3), x.new_ones((2,), dtype="int32"), x.new_full((2, 2), 7.5)
+  assert (z.shape, z.dtype, o.dtype, f.numpy().tolist()) == ((2, 3), dtypes.float32, dtypes.int32, [[7.5, 7.5], [7.5, 7.5]])
+  assert x.new_tensor([1, 2]).dtype == dtypes.float32 and x.new_empty(4).shape == (4,)
+  b = Tensor([True, False, False, True])
+  np.testing.assert_array_equal(b.diff().numpy(), torch.tensor([True, False, False, True]).diff().numpy())
+
+@pytest.mark.parametrize("call, message", [
+  (lambda: Tensor(T3).t(), r"t: expects a tensor with <= 2 dimensions, got shape \(2, 3, 4\)"),
+  (lambda: Tensor(A).mm(Tensor(T3)), r"mm: expected a 2-D tensor, got shape \(2, 3, 4\)"),
+  (lambda: Tensor(BATCH1).bmm(Tensor(BATCH2[:1])), r"bmm: batch sizes differ"),
+  (lambda: Tensor(A).narrow(1, 3, 2), r"narrow: start 3 and length 2 are out of range for dim 1 of shape \(3, 4\)"),
+  (lambda: Tensor(A).index_select(0, Tensor([[0]])), r"index_select: index must be a 0-d or 1-d integer tensor"),
+  (lambda: Tensor(T3).movedim((0, 1), 2), r"movedim: source \(0, 1\) and destination 2 must be as many distinct dims"),
+  (lambda: Tensor(A).rot90(1, (1, 1)), r"rot90: dims must be two different axes"),
+  (lambda: Tensor(A).norm("nuc"), r"norm: p must be a number or 'fro', got 'nuc'"),
+  (lambda: Tensor([1, 2]).nanmean(), r"nanmean: expected a floating point tensor, got dtypes.int32"),
+])
+def test_bad_calls_name_the_problem(call, message):
+  with pytest.raises((RuntimeError, IndexError, ValueError), match=message): call()
