@@ -65,7 +65,8 @@ CASES = [  # (id, ours, theirs or None for the same call, inputs)
   ("addcmul", same("addcmul", value=0.5), None, (A, B, P)), ("addcdiv", same("addcdiv", value=-2), None, (A, B, P)),
   ("amax", same("amax", 1), None, (A,)), ("amin_all", same("amin"), None, (A,)), ("amax_dims", same("amax", (0, 2), keepdim=True), None, (T3,)),
   ("norm", same("norm"), None, (A,)), ("norm_1_dim", same("norm", 1, 1), None, (A,)), ("norm_3", same("norm", 3, 0, True), None, (A,)),
-  ("norm_inf", same("norm", math.inf, 1), None, (A,)), ("norm_ninf", same("norm", -math.inf), None, (A,)), ("norm_0", lambda x: x.norm(0, 1).detach(), None, (A,)),
+  ("norm_inf", same("norm", math.inf, 1), None, (A,)), ("norm_ninf", same("norm", -math.inf), None, (A,)),
+  ("norm_0", lambda x: x.norm(0, 1).detach(), None, (A,)),
   ("median", same("median"), None, (A,)), ("median_dim", same("median", 1), None, (A,)), ("median_dim_keep", same("median", 0, True), None, (T3,)),
 ]
 
