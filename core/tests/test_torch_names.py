@@ -70,6 +70,31 @@ CASES = [  # (id, ours, theirs or None for the same call, inputs)
   ("median", same("median"), None, (A,)), ("median_dim", same("median", 1), None, (A,)), ("median_dim_keep", same("median", 0, True), None, (T3,)),
 ]
 
+def ints(x, values):
+  """An integer index on x's side: a tinyspec Tensor next to a tinyspec input, a torch tensor (int64) next to a torch one."""
+  return Tensor(np.array(values, np.int32)) if isinstance(x, Tensor) else torch.tensor(np.array(values, np.int64))
+
+def floats(x, values):
+  return Tensor(np.array(values, np.float32)) if isinstance(x, Tensor) else torch.tensor(np.array(values, np.float32))
+
+IDX = [[2, 0, 1, 1], [0, 2, 2, 1]]  # rows of a (2, 4) index into an axis of 3
+CASES += [
+  ("scatter_add", lambda x, s: x.scatter_add(0, ints(x, IDX), s), None, (A, B[:2])),
+  ("index_add", lambda x, s: x.index_add(1, ints(x, [3, 0, 3]), s, alpha=2), None, (A, B[:, :3])),
+  ("index_copy", lambda x, s: x.index_copy(0, ints(x, [2, 0]), s), None, (A, B[:2])),
+  ("index_fill", lambda x: x.index_fill(1, ints(x, [1, 3]), -1.5), None, (A,)),
+  ("take_along_dim", lambda x: x.take_along_dim(ints(x, [[[0, 2, 1]]]), 2), None, (T3[:, :1, :3],)),
+  ("take_along_dim_bcast", lambda x: x.take_along_dim(ints(x, [[[1], [0], [3]]]), 2), None, (T3,)),
+  ("take_along_dim_flat", lambda x: x.take_along_dim(ints(x, [5, 0, 11])), None, (A,)),
+  ("tensor_split_n", same("tensor_split", 3, 1), None, (rng.standard_normal((2, 7)).astype(np.float32),)),
+  ("tensor_split_at", same("tensor_split", [1, 5, 9], 1), None, (rng.standard_normal((2, 7)).astype(np.float32),)),
+  ("kron", same("kron"), None, (A[:2, :3], B[:3, :2])), ("kron_ndim", same("kron"), None, (V3, T3)),
+  ("cross", same("cross"), None, (A[:, :3], B[:, :3])), ("cross_dim0", same("cross", dim=0), None, (A, B)),
+  ("quantile", same("quantile", 0.3), None, (A,)), ("quantile_dim", lambda x: x.quantile(floats(x, [0.0, 0.25, 1.0]), 1), None, (A,)),
+  *[(f"quantile_{m}", lambda x, m=m: x.quantile(floats(x, [0.1, 0.5, 0.75]), 0, True, interpolation=m), None, (T3,))
+    for m in ("linear", "lower", "higher", "nearest", "midpoint")],
+]
+
 @pytest.mark.parametrize("name, ours, theirs, arrays", CASES, ids=[c[0] for c in CASES])
 def test_against_pytorch(name, ours, theirs, arrays):
   check(ours, theirs or ours, *arrays)
@@ -103,6 +128,8 @@ def test_reductions_with_nan():
   tv, ti = torch.tensor(x).median(1)
   np.testing.assert_array_equal(values.numpy(), tv.numpy()); np.testing.assert_array_equal(indices.numpy(), ti.numpy())
   assert math.isnan(Tensor(x).median().item()) and math.isnan(torch.tensor(x).median().item())
+  np.testing.assert_array_equal(Tensor(x).quantile(0.5, 1).numpy(), torch.tensor(x).quantile(0.5, 1).numpy())
+  np.testing.assert_array_equal(Tensor(x).quantile([0.2, 0.9], 0).numpy(), torch.tensor(x).quantile(torch.tensor([0.2, 0.9]), 0).numpy())
 
 def test_shape_helpers_and_new_tensors():
   x = Tensor(A)
@@ -126,6 +153,12 @@ def test_shape_helpers_and_new_tensors():
   (lambda: Tensor(A).rot90(1, (1, 1)), r"rot90: dims must be two different axes"),
   (lambda: Tensor(A).norm("nuc"), r"norm: p must be a number or 'fro', got 'nuc'"),
   (lambda: Tensor([1, 2]).nanmean(), r"nanmean: expected a floating point tensor, got dtypes.int32"),
+  (lambda: Tensor(A).index_add(0, Tensor([0]), Tensor(B)), r"index_add: source must have shape \(1, 4\) \(1 indices along dim 0"),
+  (lambda: Tensor(A[:2]).cross(Tensor(B[:2])), r"cross: no dimension of size 3 in shape \(2, 4\)"),
+  (lambda: Tensor(A).cross(Tensor(B), dim=1), r"cross: no dimension of size 3 at dim 1 of shape \(3, 4\)"),
+  (lambda: Tensor(A).quantile(1.5), r"quantile: q must be in \[0, 1\], got 1.5"),
+  (lambda: Tensor(A).quantile(0.5, interpolation="cubic"), r"quantile: interpolation must be"),
+  (lambda: Tensor(A).tensor_split(0), r"tensor_split: the number of sections must be positive, got 0"),
 ])
 def test_bad_calls_name_the_problem(call, message):
   with pytest.raises((RuntimeError, IndexError, ValueError), match=message): call()

@@ -126,6 +126,48 @@ class TorchNamesMixin:
       x = hi != lo if x.dtype == dtypes.bool else hi - lo
     return x
 
+  def tensor_split(self: Tensor, indices_or_sections: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
+    """n pieces along `dim` as equal as can be (the first size % n one longer), or the pieces between the given indices
+    (sliced as Python slices: past the end, empty)."""
+    d, n = resolve_dim(dim, self.ndim), self.shape[resolve_dim(dim, self.ndim)]
+    if isinstance(indices_or_sections, int):
+      if (k := indices_or_sections) <= 0: raise RuntimeError(f"tensor_split: the number of sections must be positive, got {k}")
+      cuts = [i * (n // k) + min(i, n % k) for i in range(1, k)]
+    else: cuts = list(indices_or_sections)
+    return tuple(self[_at(d, slice(a, b))] for a, b in zip([None, *cuts], [*cuts, None]))
+  def take_along_dim(self: Tensor, indices: Tensor, dim: int | None = None) -> Tensor:
+    """gather along `dim` with self and indices broadcast against each other on the other axes; the flat elements for None."""
+    if dim is None: return self.flatten().gather(0, indices.flatten())
+    d = resolve_dim(dim, self.ndim)
+    if indices.ndim != self.ndim: raise RuntimeError(f"take_along_dim: indices of shape {indices.shape} need the tensor's {self.ndim} dimensions")
+    common = [1 if a == d else max(s, i) for a, (s, i) in enumerate(zip(self.shape, indices.shape))]
+    return self.expand([self.shape[d] if a == d else c for a, c in enumerate(common)]).gather(d, indices.expand(
+      [indices.shape[d] if a == d else c for a, c in enumerate(common)]))
+  def _index_along(self: Tensor, name: str, dim: int, index: Tensor, source: Tensor) -> tuple[int, Tensor]:
+    """(the axis, index as a scatter index of source's shape) for index_add and index_copy: slice i of source goes to
+    slice index[i] of self."""
+    d = resolve_dim(dim, self.ndim)
+    if index.ndim > 1 or not dtypes.is_int(index.dtype):
+      raise RuntimeError(f"{name}: index must be a 0-d or 1-d integer tensor, got shape {index.shape} and dtype {index.dtype}")
+    want = tuple(index.numel() if a == d else s for a, s in enumerate(self.shape))
+    if source.shape != want:
+      raise RuntimeError(f"{name}: source must have shape {want} ({index.numel()} indices along dim {dim} of {self.shape}), got {source.shape}")
+    return d, index.reshape((1,) * d + (-1,) + (1,) * (self.ndim - d - 1)).expand(want)
+  def scatter_add(self: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor: return self.scatter_reduce(dim, index, src, "sum")
+  def index_add(self: Tensor, dim: int, index: Tensor, source: Tensor, alpha: Scalar = 1) -> Tensor:
+    """self with alpha * source's slice i added to its slice index[i] along `dim` (repeated indices add up)."""
+    d, idx = self._index_along("index_add", dim, index, source)
+    return self.scatter_reduce(d, idx, source if alpha == 1 else source * alpha, "sum")
+  def index_copy(self: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor:
+    """self with its slice index[i] along `dim` replaced by source's slice i."""
+    d, idx = self._index_along("index_copy", dim, index, source)
+    return self.scatter(d, idx, source)
+  def index_fill(self: Tensor, dim: int, index: Tensor, value: Scalar) -> Tensor:
+    """self with the slices along `dim` that index names set to value."""
+    d = resolve_dim(dim, self.ndim)
+    hit = (type(self).arange(self.shape[d], dtype=index.dtype, device=self.device) == index.reshape(-1, 1)).any(0)
+    return hit.reshape((-1,) + (1,) * (self.ndim - d - 1)).where(value, self)
+
   # ---- new tensors like this one (its dtype and device unless given) ----
   def new_zeros(self: Tensor, *size, dtype=None) -> Tensor: return type(self).zeros(*size, dtype=dtype or self.dtype, device=self.device)
   def new_ones(self: Tensor, *size, dtype=None) -> Tensor: return type(self).ones(*size, dtype=dtype or self.dtype, device=self.device)
@@ -159,6 +201,20 @@ class TorchNamesMixin:
     return self._blas(batch1.bmm(batch2), beta, alpha)
   def addcmul(self: Tensor, tensor1: Tensor, tensor2: Tensor, value: Scalar = 1) -> Tensor: return self + value * tensor1 * tensor2
   def addcdiv(self: Tensor, tensor1: Tensor, tensor2: Tensor, value: Scalar = 1) -> Tensor: return self + value * tensor1 / tensor2
+  def kron(self: Tensor, other: Tensor) -> Tensor:
+    """The Kronecker product: out[i * m + k] = self[i] * other[k] on every axis (the fewer axes padded in front with ones)."""
+    nd = max(self.ndim, other.ndim)
+    a, b = (t.reshape((1,) * (nd - t.ndim) + t.shape) for t in (self, other))
+    inter = a.reshape(tuple(x for s in a.shape for x in (s, 1))) * b.reshape(tuple(x for s in b.shape for x in (1, s)))
+    return inter.reshape(tuple(x * y for x, y in zip(a.shape, b.shape)))
+  def cross(self: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
+    """The cross product of 3-vectors along `dim` (None: the first axis of size 3), the inputs broadcast."""
+    x, y = self._broadcasted(other)
+    d = next((a for a, s in enumerate(x.shape) if s == 3), None) if dim is None else resolve_dim(dim, x.ndim)
+    if d is None or x.shape[d] != 3:
+      raise RuntimeError(f"cross: no dimension of size 3 {'in' if dim is None else f'at dim {dim} of'} shape {x.shape}")
+    (a0, a1, a2), (b0, b1, b2) = x.unbind(d), y.unbind(d)
+    return type(self).stack([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], dim=d)
   def trace(self: Tensor) -> Tensor:
     _need_ndim("trace", self, 2)
     return self.diagonal().sum()
@@ -204,6 +260,32 @@ class TorchNamesMixin:
       has_nan = nan.any(d, keepdim=True)
       v, i = has_nan.where(math.nan, v), has_nan.where(first_nan, i)
     return (v, i) if keepdim or not self.ndim else (v.squeeze(d), i.squeeze(d))
+
+  def quantile(self: Tensor, q: float | Sequence[float] | Tensor, dim: int | None = None, keepdim: bool = False,
+               interpolation: str = "linear") -> Tensor:
+    """The q-th quantiles over `dim` (all elements for None) of the sorted values at rank q (n - 1): between the two
+    neighbours by `interpolation` ("linear", "lower", "higher", "nearest" (half to even) or "midpoint"); nan where the
+    values hold a nan. A sequence or 1-d tensor q puts its axis first. Sorting is sort's O(n^2)."""
+    if interpolation not in ("linear", "lower", "higher", "nearest", "midpoint"):
+      raise ValueError(f"quantile: interpolation must be 'linear', 'lower', 'higher', 'nearest' or 'midpoint', got {interpolation!r}")
+    if not dtypes.is_float(self.dtype): raise RuntimeError(f"quantile: expected a floating point tensor, got {self.dtype}")
+    if not isinstance(q, type(self)) and any(not 0 <= v <= 1 for v in ((q,) if isinstance(q, (int, float)) else q)):
+      raise ValueError(f"quantile: q must be in [0, 1], got {q}")
+    one_q = isinstance(q, (int, float)) or (isinstance(q, type(self)) and q.ndim == 0)
+    qs = (q if isinstance(q, type(self)) else type(self)([q] if one_q else list(q), device=self.device)).reshape(-1).cast(self.dtype)
+    x, d = (self.flatten(), 0) if dim is None else (self, resolve_dim(dim, self.ndim))
+    values = x.sort(d)[0].movedim(d, -1)  # (..., n)
+    n, rank = values.shape[-1], qs * (values.shape[-1] - 1)
+    if n == 0: raise IndexError(f"quantile: cannot take a quantile of an empty dim of shape {self.shape}")
+    def at(r: Tensor) -> Tensor:  # the sorted values at ranks r, (..., len(q))
+      idx = r.cast(dtypes.int32).reshape((1,) * (values.ndim - 1) + (-1, 1)).expand(*values.shape[:-1], qs.numel(), 1)
+      return values.unsqueeze(-2).expand(*values.shape[:-1], qs.numel(), n).gather(-1, idx).squeeze(-1)
+    lo, hi = rank.floor(), rank.ceil()
+    out = {"lower": lambda: at(lo), "higher": lambda: at(hi), "nearest": lambda: at(rank.round()), "midpoint": lambda: (at(lo) + at(hi)) * 0.5,
+           "linear": lambda: at(lo) + (at(hi) - at(lo)) * (rank - lo)}[interpolation]()
+    out = x.isnan().any(d).unsqueeze(-1).where(math.nan, out).movedim(-1, 0)  # (len(q), ...)
+    if keepdim: out = out.reshape(out.shape[:1] + ((1,) * self.ndim if dim is None else self.shape[:d] + (1,) + self.shape[d + 1:]))
+    return out[0] if one_q else out
 
   # ---- pointwise ----
   def atan2(self: Tensor, other: Tensor | Scalar) -> Tensor:
