@@ -817,3 +817,17 @@ def test_a_product_of_means(dev, caps):
   x = np.random.default_rng(100633).integers(0, 3, (7, 64)).astype(np.uint16)
   want = np.prod(np.minimum(x, 1).astype(np.float64).mean(0))
   np.testing.assert_allclose(tensor(x, dtypes.uint16, dev).minimum(True).mean(0).prod().numpy(), want, rtol=1e-5)
+
+@pytest.mark.parametrize("dt", [dtypes.float16, F32], ids=lambda d: d.name)
+def test_infinities_and_nan_survive_a_compiler_that_assumes_none(dev, caps, dt):
+  """Found as float16-722795, -723125 and -723862 on WEBGPU: WGSL lets a compiler assume no infinity or nan, and lavapipe
+  did: x - x (x + x * -1.0) gave 0 for an infinite x, min(nan, x) gave x in f16, and for a bool it proved false (x < x),
+  cast to 0.0, it folded 0 * inf to 0. The WGSL renderer now writes -1.0 and a bool's 0.0 through an opaque zero, as it
+  did 0.0, and does f16 arithmetic in f32."""
+  caps.require_dtype(dt)
+  x = np.array([np.inf, -np.inf, 2.0, np.nan], dt.np)
+  t = tensor(x, dt, dev)
+  with np.errstate(invalid="ignore"):
+    np.testing.assert_array_equal((t - t).numpy(), x - x)
+    np.testing.assert_array_equal(t.minimum(tensor(np.full(4, 0.5, dt.np), dt, dev)).numpy(), np.minimum(x, np.array(0.5, dt.np)))
+    np.testing.assert_array_equal(((t < t).cast(dt) * t).numpy(), (x < x).astype(dt.np) * x)

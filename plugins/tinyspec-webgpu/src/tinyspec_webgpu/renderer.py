@@ -99,6 +99,9 @@ def _cast(dt: DType, src: DType, a: str) -> str:
     if src is dtypes.bool: return a
     if src in int64.WIDE: return f"any({a} != {int64.ZERO})"
     return f"(!({a} == {render_const(0, src)}))" if _is_float(src) else f"({a} != {render_const(0, src)})"  # nan is true: see _compare
+  if src is dtypes.bool and _is_float(dt):  # 0.0 through the opaque zero: a false the compiler proves (x < x) must not make 0 * inf 0
+    f32 = f"select(bitcast<f32>({OPAQUE_ZERO}), 1.0f, {a})"
+    return f32 if dt is dtypes.float32 else f"f16({f32})"
   if src is dtypes.bool: return int64.widen(a, "bool") if dt in int64.WIDE else f"{REGISTER[dt]}({a})"
   if _is_float(dt):
     if src in int64.WIDE: return int64.to_float(a, src, dt)
@@ -268,6 +271,11 @@ class WGSLRenderer(Renderer):
     if (rule := _ALU.get(op)) is None or not (self.supports(op) or op is Ops.BITCAST):
       raise NotImplementedError(f"{type(self).__name__} cannot render {op.name} (device {self.device})")
     if src in int64.WIDE and op not in (Ops.CAST, Ops.BITCAST): return int64.alu(op, dt, src, s)
+    if src is dtypes.float16 and op not in (Ops.CAST, Ops.BITCAST):
+      # lavapipe assumes f16 math never meets an infinity or nan (it folds x - x to 0, drops max's nan test), and not f32
+      # math: so in f32, whose one rounding to f16 at the end gives f16's own result for each of these ops
+      out = rule(dtypes.float32 if dt is dtypes.float16 else dt, dtypes.float32, [f"f32({x})" for x in s])
+      return f"f16({out})" if dt is dtypes.float16 else out
     return rule(dt, src, s)
 
   def render(self, name: str, linear: UOp) -> str:
@@ -347,13 +355,14 @@ class _Kernel:
 # ---- the instruction table: one function per op, each writing its instruction into the kernel ----
 
 # WGSL lets a compiler assume no infinity or nan is ever computed, and lavapipe's does where it sees a constant: 0.0 * x
-# becomes 0.0 and an empty sum's 0.0 times 1/0 (a mean over nothing) 0.0, not nan. Zero, infinities and nan are
-# therefore written through a zero it cannot see: the top bit of the workgroup id, always clear (at most 65535 of them).
+# becomes 0.0 and an empty sum's 0.0 times 1/0 (a mean over nothing) 0.0, not nan; x + x * -1.0 (x - x) becomes 0.0, not
+# nan for an infinite x. Zero, -1, infinities and nan are therefore written through a zero it cannot see: the top bit of
+# the workgroup id, always clear (at most 65535 of them).
 OPAQUE_ZERO = "opaque_zero"
 
 def _const(k: _Kernel, i: int, u: UOp) -> None:
   value, dt = u.arg[0], u.dtype
-  if _is_float(dt) and (value == 0 or not math.isfinite(value)):
+  if _is_float(dt) and (value in (0, -1) or not math.isfinite(value)):
     with np.errstate(over="ignore"): bits = int(np.float32(value).view(np.uint32))
     f32 = f"bitcast<f32>({bits:#010x}u | {OPAQUE_ZERO})"
     k.expr[u] = f32 if dt is dtypes.float32 else f"f16({f32})"
