@@ -89,7 +89,8 @@ CASES += [
   ("tensor_split_n", same("tensor_split", 3, 1), None, (rng.standard_normal((2, 7)).astype(np.float32),)),
   ("tensor_split_at", same("tensor_split", [1, 5, 9], 1), None, (rng.standard_normal((2, 7)).astype(np.float32),)),
   ("kron", same("kron"), None, (A[:2, :3], B[:3, :2])), ("kron_ndim", same("kron"), None, (V3, T3)),
-  ("cross", same("cross"), None, (A[:, :3], B[:, :3])), ("cross_dim0", same("cross", dim=0), None, (A, B)),
+  ("cross", same("cross"), same("cross", dim=0), (A[:, :3], B[:, :3])),  # no dim: the first of size 3 (PyTorch's, deprecated there)
+  ("cross_dim0", same("cross", dim=0), None, (A, B)), ("cross_last", same("cross", dim=-1), None, (A[:, :3], B[:, :3])),
   ("quantile", same("quantile", 0.3), None, (A,)), ("quantile_dim", lambda x: x.quantile(floats(x, [0.0, 0.25, 1.0]), 1), None, (A,)),
   *[(f"quantile_{m}", lambda x, m=m: x.quantile(floats(x, [0.1, 0.5, 0.75]), 0, True, interpolation=m), None, (T3,))
     for m in ("linear", "lower", "higher", "nearest", "midpoint")],
