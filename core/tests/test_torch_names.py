@@ -152,6 +152,7 @@ def test_shape_helpers_and_new_tensors():
   (lambda: Tensor(A).index_select(0, Tensor([[0]])), r"index_select: index must be a 0-d or 1-d integer tensor"),
   (lambda: Tensor(T3).movedim((0, 1), 2), r"movedim: source \(0, 1\) and destination 2 must be as many distinct dims"),
   (lambda: Tensor(A).rot90(1, (1, 1)), r"rot90: dims must be two different axes"),
+  (lambda: Tensor(T3).rot90(1, (0, 1, 2)), r"rot90: dims must be two different axes, got \(0, 1, 2\)"),
   (lambda: Tensor(A).norm("nuc"), r"norm: p must be a number or 'fro', got 'nuc'"),
   (lambda: Tensor([1, 2]).nanmean(), r"nanmean: expected a floating point tensor, got dtypes.int32"),
   (lambda: Tensor(A).index_add(0, Tensor([0]), Tensor(B)), r"index_add: source must have shape \(1, 4\) \(1 indices along dim 0"),

@@ -113,13 +113,13 @@ class TorchNamesMixin:
     return self.repeat((1,) * (self.ndim - len(reps)) + tuple(reps))
   def rot90(self: Tensor, k: int = 1, dims: Sequence[int] = (0, 1)) -> Tensor:
     """Rotated by 90 degrees k times in the plane of `dims`, from the first axis toward the second."""
+    if len(dims) != 2 or len(set(_dims(dims, self.ndim))) != 2: raise RuntimeError(f"rot90: dims must be two different axes, got {dims}")
     a, b = _dims(dims, self.ndim)
-    if len(dims) != 2 or a == b: raise RuntimeError(f"rot90: dims must be two different axes, got {dims}")
     return [self, self.flip(b).transpose(a, b), self.flip((a, b)), self.flip(a).transpose(a, b)][k % 4]
   def diff(self: Tensor, n: int = 1, dim: int = -1, prepend: Tensor | None = None, append: Tensor | None = None) -> Tensor:
     """The n-th forward difference along `dim` (bools: x[i+1] != x[i]), after putting prepend and append at its ends."""
     d = resolve_dim(dim, self.ndim)
-    x = self.cat(*(t for t in (append,) if t is not None), dim=d)
+    x = self if append is None else self.cat(append, dim=d)
     if prepend is not None: x = prepend.cat(x, dim=d)
     for _ in range(n):
       hi, lo = x[_at(d, slice(1, None))], x[_at(d, slice(None, -1))]
@@ -129,7 +129,8 @@ class TorchNamesMixin:
   def tensor_split(self: Tensor, indices_or_sections: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
     """n pieces along `dim` as equal as can be (the first size % n one longer), or the pieces between the given indices
     (sliced as Python slices: past the end, empty)."""
-    d, n = resolve_dim(dim, self.ndim), self.shape[resolve_dim(dim, self.ndim)]
+    d = resolve_dim(dim, self.ndim)
+    n = self.shape[d]
     if isinstance(indices_or_sections, int):
       if (k := indices_or_sections) <= 0: raise RuntimeError(f"tensor_split: the number of sections must be positive, got {k}")
       cuts = [i * (n // k) + min(i, n % k) for i in range(1, k)]
