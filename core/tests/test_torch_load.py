@@ -45,6 +45,29 @@ def test_checkpoint_reads_back_equal(tmp_path, legacy):
   assert out["model"]["bf16"].dtype == dtypes.bfloat16 and out["model"]["u64"].dtype == dtypes.uint64
   assert out["model"]["bool"].dtype == dtypes.bool and out["model"]["1.num_batches_tracked"].dtype == dtypes.int64
 
+def test_big_endian_checkpoint(tmp_path):
+  """A zip checkpoint whose byteorder record says big: its storages' bytes are read swapped (made here from a little-endian
+  one, since torch.save writes the machine's order)."""
+  sd = {"f": torch.randn(3, 4), "h": torch.randn(5).half(), "i": torch.arange(-3, 3), "b": torch.tensor([True, False])}
+  torch.save(sd, tmp_path / "little.pt")
+  with zipfile.ZipFile(tmp_path / "little.pt") as src, zipfile.ZipFile(tmp_path / "big.pt", "w") as dst:
+    for name in src.namelist():
+      data = src.read(name)
+      if name.endswith("/byteorder"): data = b"big"
+      elif "/data/" in name:  # storages "0" to "3", in the dict's order
+        width = [v.element_size() for v in sd.values()][int(name.rsplit("/", 1)[1])]
+        data = np.frombuffer(data, f"<u{width}").astype(f">u{width}").tobytes()
+      dst.writestr(name, data)
+  out = torch_load(tmp_path / "big.pt")
+  for k, v in sd.items(): np.testing.assert_array_equal(out[k].numpy(), v.numpy(), err_msg=k)
+
+def test_a_storage_of_the_wrong_size_is_refused(tmp_path):
+  torch.save({"w": torch.ones(4)}, tmp_path / "ok.pt")
+  with zipfile.ZipFile(tmp_path / "ok.pt") as src, zipfile.ZipFile(tmp_path / "short.pt", "w") as dst:
+    for name in src.namelist(): dst.writestr(name, src.read(name)[:-4] if name.endswith("/data/0") else src.read(name))
+  with pytest.raises(pickle.UnpicklingError, match="short.pt: storage 0 holds 12 bytes, the checkpoint says 4 of dtypes.float32"):
+    torch_load(tmp_path / "short.pt")
+
 def test_pytorch_weights_run_in_a_tinyspec_model(tmp_path):
   """A PyTorch model's state dict, loaded into the same layers here (PyTorch's names and layouts), gives its outputs."""
   tm = torch_model().eval()

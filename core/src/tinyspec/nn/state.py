@@ -96,8 +96,9 @@ _ST_NAMES = {dt: name for name, dt in _ST_DTYPES.items()}
 _MAX_HEADER = 100_000_000  # the reference implementation's limit: a larger length is a corrupt or hostile file
 
 def _raw_dtype(dt: DType) -> np.dtype:
-  """The little-endian numpy dtype of a tensor's bytes in the file (bfloat16's raw bits are uint16)."""
-  return (np.dtype(np.uint16) if dt == dtypes.bfloat16 else np.dtype(dt.np)).newbyteorder("<")
+  """The little-endian numpy dtype of a tensor's bytes in a file: bfloat16's raw bits as uint16, bool's byte as uint8
+  (whose nonzero values are all true)."""
+  return np.dtype({dtypes.bfloat16: np.uint16, dtypes.bool: np.uint8}.get(dt, dt.np)).newbyteorder("<")
 
 def _check_save(tensors: dict[str, Tensor], metadata: dict[str, str] | None) -> None:
   """Refuse what a safetensors file cannot hold, before anything is computed or written."""
@@ -253,7 +254,7 @@ def safe_load(path: str | os.PathLike | bytes, device: str | None = None) -> dic
   entries, _, data = _open(path, mapped=True)
   home, out = Device.canonicalize(device or Device.DEFAULT), {}
   for k, (dt, shape, b, e) in entries.items():
-    raw = data[b:e].view(_raw_dtype(dt if dt != dtypes.bool else dtypes.uint8)).reshape(shape)
+    raw = data[b:e].view(_raw_dtype(dt)).reshape(shape)
     out[k] = Tensor._from_uop(engine.from_numpy(raw != 0 if dt == dtypes.bool else raw, dt, home), home)  # any nonzero byte is true
   return out
 
@@ -269,8 +270,12 @@ _TORCH_DTYPES = {name: dt for dt in (dtypes.float32, dtypes.float64, dtypes.floa
 _LEGACY_MAGIC = 0x1950A86A20F9469CFC6C  # the first pickle of torch.save's format before PyTorch 1.6 (_use_new_zipfile_serialization=False)
 
 class _Storage:
-  """One storage of a checkpoint: its element type and, once read, its elements as a flat numpy array."""
-  def __init__(self, dtype: DType, numel: int): self.dtype, self.numel, self.data = dtype, numel, None
+  """One storage of a checkpoint: its element type and count and, once read, its bytes (and their byte order)."""
+  def __init__(self, dtype: DType, numel: int): self.dtype, self.numel, self.data, self.order = dtype, numel, None, "<"
+  def fill(self, data: bytes, what: str, key: str, big_endian: bool = False) -> None:
+    if len(data) != self.numel * _raw_dtype(self.dtype).itemsize:
+      raise pickle.UnpicklingError(f"{what}: storage {key} holds {len(data)} bytes, the checkpoint says {self.numel} of {self.dtype}")
+    self.data, self.order = np.frombuffer(data, np.uint8), ">" if big_endian else "<"
 
 class _TensorRecord:
   """A tensor of the checkpoint, made into a Tensor once its storage's bytes are read (in the legacy format they follow
@@ -279,7 +284,7 @@ class _TensorRecord:
     if not isinstance(storage, _Storage): raise pickle.UnpicklingError(f"a tensor's storage must be a checkpoint storage, got {_show(storage)}")
     self.storage, self.offset, self.size, self.stride, self.dtype = storage, offset, tuple(size), tuple(stride), dtype or storage.dtype
   def tensor(self, device: str, what: str) -> Tensor:
-    raw = self.storage.data.view(_raw_dtype(self.dtype if self.dtype != dtypes.bool else dtypes.uint8))  # an UntypedStorage's bytes as dtype
+    raw = self.storage.data.view(_raw_dtype(self.dtype).newbyteorder(self.storage.order))  # from_numpy below makes it native
     last = self.offset + sum((n - 1) * st for n, st in zip(self.size, self.stride)) if 0 not in self.size else self.offset - 1
     if self.offset < 0 or any(n < 0 or st < 0 for n, st in zip(self.size, self.stride)) or last >= len(raw):
       raise pickle.UnpicklingError(f"{what}: a tensor of shape {self.size}, strides {self.stride} at offset {self.offset} lies outside "
@@ -341,9 +346,7 @@ def torch_load(path: str | os.PathLike, device: str | None = None) -> Any:
       if len(pkl) != 1: raise pickle.UnpicklingError(f"{what}: a zip file but not a PyTorch checkpoint (no single <name>/data.pkl)")
       prefix = pkl[0][:-len("data.pkl")]
       big = prefix + "byteorder" in z.namelist() and z.read(prefix + "byteorder") == b"big"
-      def read(key: str, st: _Storage) -> None:
-        st.data = np.frombuffer(z.read(f"{prefix}data/{key}"), _raw_dtype(st.dtype if st.dtype != dtypes.bool else dtypes.uint8))
-        if big: st.data = st.data.byteswap()
+      def read(key: str, st: _Storage) -> None: st.fill(z.read(f"{prefix}data/{key}"), what, key, big)
       with z.open(pkl[0]) as f: return _resolve(_CheckpointUnpickler(f, what, read).load(), home, what)
   with open(path, "rb") as f:
     def load() -> Any: return _CheckpointUnpickler(f, what, None).load()  # every pickle of the file restricted, the first too
@@ -355,12 +358,9 @@ def torch_load(path: str | os.PathLike, device: str | None = None) -> Any:
     unpickler = _CheckpointUnpickler(f, what, None)
     obj, keys = unpickler.load(), load()
     for key in keys:  # each storage: its element count (8 bytes), then its elements
-      st, count = unpickler.storages[key], int.from_bytes(f.read(8), "little")
-      raw = _raw_dtype(st.dtype if st.dtype != dtypes.bool else dtypes.uint8)
-      if len(data := f.read(count * raw.itemsize)) != count * raw.itemsize: raise pickle.UnpicklingError(f"{what}: truncated in storage {key}")
-      st.data = np.frombuffer(data, raw)
+      st = unpickler.storages[key]
+      st.fill(f.read(int.from_bytes(f.read(8), "little") * _raw_dtype(st.dtype).itemsize), what, key)
     return _resolve(obj, home, what)
-
 
 
 __all__ = ["SafetensorsError", "get_parameters", "get_state_dict", "load_state_dict", "safe_load", "safe_load_metadata", "safe_save",
