@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 import pytest
-from tinyspec import Tensor
+from tinyspec import Tensor, dtypes
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
@@ -22,13 +22,22 @@ def leaves(*arrays):
   return [(Tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)) for a in arrays]
 
 def check(ours, theirs, *arrays, rtol=1e-5, atol=1e-6):
-  """ours(*tinyspec tensors) against theirs(*torch tensors): values, then the gradient of each input from the sum."""
+  """ours(*tinyspec tensors) against theirs(*torch tensors), each returning a tensor or a tuple of them: every output's
+  shape and values, then the gradient of the sum of the float outputs for each input PyTorch gives one (also used by
+  test_torch_names.py)."""
   pairs = leaves(*arrays)
-  out, ref = ours(*(p[0] for p in pairs)), theirs(*(p[1] for p in pairs))
-  total = out.sum()  # built before the value is read: reading realizes it
-  np.testing.assert_allclose(out.numpy(), ref.detach().numpy(), rtol=rtol, atol=atol)
-  total.backward(); ref.sum().backward()
-  for x, tx in pairs: np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=rtol * 10, atol=atol * 10)
+  outs, refs = ours(*(p[0] for p in pairs)), theirs(*(p[1] for p in pairs))
+  outs, refs = (outs, refs) if isinstance(outs, tuple) else ((outs,), (refs,))
+  assert len(outs) == len(refs)
+  floats = [(o, r) for o, r in zip(outs, refs) if dtypes.is_float(o.dtype)]
+  total = sum(o.sum() for o, _ in floats) if floats else None  # built before the values are read: reading realizes them
+  for o, r in zip(outs, refs):
+    assert o.shape == tuple(r.shape)
+    np.testing.assert_allclose(o.numpy(), r.detach().numpy(), rtol=rtol, atol=atol)
+  if total is None or not all(r.requires_grad for _, r in floats): return  # an index, a count: no slope on either side
+  total.backward(); sum(r.sum() for _, r in floats).backward()
+  for x, tx in pairs:
+    if tx.grad is not None: np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(force=True), rtol=rtol * 10, atol=atol * 10)
 
 
 POINTWISE = [

@@ -4,6 +4,7 @@ import math
 
 import numpy as np
 import pytest
+from test_ops_torch import check
 from tinyspec import Tensor, dtypes
 
 torch = pytest.importorskip("torch")
@@ -17,24 +18,6 @@ V3, W3 = rng.standard_normal(3).astype(np.float32), rng.standard_normal(4).astyp
 BATCH1, BATCH2 = rng.standard_normal((2, 3, 5)).astype(np.float32), rng.standard_normal((2, 5, 4)).astype(np.float32)
 T3 = rng.standard_normal((2, 3, 4)).astype(np.float32)
 EDGES = np.array([0.0, -0.0, 1.0, -1.0, math.inf, -math.inf, 2.5, -2.5, 1e-30, 3e38], np.float32)
-
-
-def check(ours, theirs, *arrays, rtol=1e-5, atol=1e-6):
-  """ours(*tinyspec tensors) against theirs(*torch tensors): every output's values, then every input's gradient of the
-  sum of the float outputs."""
-  ts, tt = [Tensor(a, requires_grad=True) for a in arrays], [torch.tensor(a, requires_grad=True) for a in arrays]
-  outs, refs = ours(*ts), theirs(*tt)
-  outs, refs = (outs, refs) if isinstance(outs, tuple) else ((outs,), (refs,))
-  assert len(outs) == len(refs)
-  floats = [(o, r) for o, r in zip(outs, refs) if dtypes.is_float(o.dtype)]
-  total = sum(o.sum() for o, _ in floats) if floats else None
-  for o, r in zip(outs, refs):
-    assert o.shape == tuple(r.shape)
-    np.testing.assert_allclose(o.numpy(), r.detach().numpy(), rtol=rtol, atol=atol)
-  if total is None or not all(r.requires_grad for _, r in floats): return
-  total.backward(); sum(r.sum() for _, r in floats).backward()
-  for x, tx in zip(ts, tt):
-    if tx.grad is not None: np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(force=True), rtol=rtol * 10, atol=atol * 10)
 
 
 def same(name, *args, **kw):
