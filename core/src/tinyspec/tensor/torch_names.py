@@ -194,7 +194,7 @@ class TorchNamesMixin:
   def _blas(self: Tensor, product: Tensor, beta: Scalar, alpha: Scalar) -> Tensor:
     """beta * self + alpha * product; with beta 0 self is not read (its nan and inf do not reach the result), as PyTorch."""
     scaled = product if alpha == 1 else product * alpha
-    return scaled.expand(scaled.shape) if beta == 0 else (self if beta == 1 else self * beta) + scaled
+    return scaled if beta == 0 else (self if beta == 1 else self * beta) + scaled
   def addmm(self: Tensor, mat1: Tensor, mat2: Tensor, beta: Scalar = 1, alpha: Scalar = 1) -> Tensor: return self._blas(mat1.mm(mat2), beta, alpha)
   def addmv(self: Tensor, mat: Tensor, vec: Tensor, beta: Scalar = 1, alpha: Scalar = 1) -> Tensor: return self._blas(mat.mv(vec), beta, alpha)
   def addr(self: Tensor, vec1: Tensor, vec2: Tensor, beta: Scalar = 1, alpha: Scalar = 1) -> Tensor: return self._blas(vec1.outer(vec2), beta, alpha)

@@ -212,7 +212,6 @@ class Muon(SGD):
     if bad := [p.shape for p in params if p.ndim != 2]: raise ValueError(f"Muon: only 2-D parameters can be optimized, got shapes {bad}")
     super().__init__(params, lr, momentum, weight_decay)
     self.nesterov, self.ns_coefficients, self.eps, self.ns_steps, self.adjust_lr_fn = nesterov, ns_coefficients, eps, ns_steps, adjust_lr_fn
-    if not momentum: self.b = _zeros_like(self.params)  # SGD keeps no buffer without momentum; Muon's b is then the gradient
 
   def _orthogonalize(self, u: Tensor) -> Tensor:
     wide = u.shape[0] <= u.shape[1]
@@ -225,12 +224,13 @@ class Muon(SGD):
     return x if wide else x.T
 
   def _update(self, i: int, p: Tensor, g: Tensor) -> list[Tensor]:
-    buf = _set(self.b[i], self.momentum * self.b[i] + (1 - self.momentum) * g)
+    buf = _set(self.b[i], self.momentum * self.b[i] + (1 - self.momentum) * g) if self.momentum else g  # else b is g: SGD kept no buffer
+    state = [buf] if self.momentum else []
     u = (1 - self.momentum) * g + self.momentum * buf if self.nesterov else buf
     rows, cols = p.shape
     scale = 0.2 * max(rows, cols) ** 0.5 if self.adjust_lr_fn == "match_rms_adamw" else max(1.0, rows / cols) ** 0.5
     lr = self._lr_on(p)
-    return [_set(p, p * (1 - lr * self.weight_decay) - (lr * scale) * self._orthogonalize(u)), buf]
+    return [_set(p, p * (1 - lr * self.weight_decay) - (lr * scale) * self._orthogonalize(u)), *state]
 
 
 class OptimizerGroup:
