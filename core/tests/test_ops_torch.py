@@ -476,6 +476,41 @@ def test_remainder_and_fmod_round_once():
     for ours, theirs in ((lambda a, b: a % b, torch.remainder), (lambda a, b: a.fmod(b), torch.fmod)):
       np.testing.assert_array_max_ulp(ours(Tensor(x), Tensor(y)).numpy(), theirs(torch.tensor(x), torch.tensor(y)).numpy(), maxulp=1)
 
+def test_fmod_remainder_and_floor_divide_are_exact_for_large_quotients():
+  """Quotients |x / y| from 2**-10 to past 2**60 (float32) and 2**98 (float64): fmod and remainder are C's exact ones
+  up to there (so equal to PyTorch's), floor division is the exact floor while that is a float (PyTorch's (x - fmod) / y
+  rounds from 2**22 on, so it is checked against Python's integers) and within an ulp of it past; gradients as
+  PyTorch's. Past the reach: a signed zero for a power-of-two y, nan otherwise (C's stays exact; a wrong remainder
+  would be worse)."""
+  from fractions import Fraction
+  gen = np.random.default_rng(11)
+  for dt, reach, tiny in ((np.float32, 60, -45), (np.float64, 98, -320)):
+    y = (gen.uniform(1, 2, 3000) * 2.0 ** gen.uniform(tiny, 30, 3000) * gen.choice([-1, 1], 3000)).astype(dt)
+    ratio = 2.0 ** gen.uniform(-10, reach + 8, 3000) * gen.choice([-1, 1], 3000)
+    x = (y.astype(np.float64) * ratio).astype(dt)
+    x[:300] = (y[:300] * np.round(ratio[:300])).astype(dt)  # multiples, rounded: remainders of zero or almost one y
+    multiple = np.arange(3000) < 300
+    x, y, multiple = x[np.isfinite(x)], y[np.isfinite(x)], multiple[np.isfinite(x)]
+    exact = np.abs(x.astype(np.float64) / y.astype(np.float64)) < 2.0 ** reach
+    power_of_two = np.frexp(y)[0] == 0.5 * np.sign(y)
+    tx, ty = torch.tensor(x), torch.tensor(y)
+    for ours, theirs in ((lambda a, b: a.fmod(b), torch.fmod), (lambda a, b: a % b, torch.remainder)):
+      got, want = ours(Tensor(x), Tensor(y)).numpy(), theirs(tx, ty).numpy()
+      np.testing.assert_array_equal(got[exact], want[exact])
+      assert np.isnan(got[~exact & ~power_of_two]).all()
+    got = Tensor(x).fmod(Tensor(y)).numpy()
+    np.testing.assert_array_equal(got[~exact & power_of_two], np.fmod(x, y)[~exact & power_of_two])  # zeros, with x's sign
+    assert np.array_equal(np.signbit(got[~exact & power_of_two]), np.signbit(x[~exact & power_of_two]))
+    floors = (Tensor(x[exact]) // Tensor(y[exact])).numpy()
+    want = np.array([float(math.floor(Fraction(float(a)) / Fraction(float(b)))) for a, b in zip(x[exact], y[exact])], dt)
+    integral = np.abs(want) <= 2.0 ** np.finfo(dt).nmant  # every integer to there is a float: exact; past it, rounded
+    np.testing.assert_array_equal(floors[integral], want[integral])
+    np.testing.assert_array_max_ulp(floors[~integral], want[~integral], maxulp=1)
+    # PyTorch's slope in y is -trunc of the rounded x / y, which can round across an integer next to a multiple
+    pick = exact & ~multiple & (np.abs(x.astype(np.float64) / y) < 2.0 ** 20)
+    check(lambda a, b: a.fmod(b), torch.fmod, x[pick][:200], y[pick][:200])
+    check(lambda a, b: a % b, torch.remainder, x[pick][:200], y[pick][:200])
+
 def test_porting_helpers_match_pytorch(pytorch_ints):
   """allclose (a Python bool), nbytes (a property), is_floating_point, and the dtypes randperm and multinomial give."""
   pairs = [([1.0, 2.0], [1.0, 2.00001]), ([1.0, math.nan], [1.0, math.nan]), ([math.inf], [math.inf]), ([1.0], [1.1]), ([0.0], [1e-9])]

@@ -48,6 +48,15 @@ def test_float_floordiv_and_mod(dev):
   check(Tensor(A, device=dev) // Tensor(POS, device=dev), np.floor_divide(A, POS), rtol=1e-6)
   check(Tensor(A, device=dev) % Tensor(POS, device=dev), np.mod(A, POS), rtol=1e-5, atol=1e-5)
 
+def test_float_mod_is_exact_for_large_quotients(dev):
+  """fmod and % are C's exact ones for quotients up to 2**60 (Tensor._float_fmod); the steps that get there lean on the
+  device's x / y being within 1.5 ulp and on exact float32 products and sums, so a fast-math device fails here."""
+  gen = np.random.default_rng(7)
+  y = (gen.uniform(1, 2, 2000) * 2.0 ** gen.uniform(-20, 20, 2000) * gen.choice([-1, 1], 2000)).astype(np.float32)
+  x = (y * 2.0 ** gen.uniform(-5, 59, 2000) * gen.choice([-1, 1], 2000)).astype(np.float32)
+  check(Tensor(x, device=dev).fmod(Tensor(y, device=dev)), np.fmod(x, y), rtol=0, atol=0)
+  check(Tensor(x, device=dev) % Tensor(y, device=dev), np.mod(x, y), rtol=0, atol=0)
+
 def test_pow(dev):
   check(Tensor(POS, device=dev) ** Tensor(B, device=dev), POS ** B, rtol=2e-5)
   check(Tensor(A, device=dev) ** 2, A ** 2, rtol=1e-6)

@@ -178,49 +178,67 @@ class PointwiseMixin:
     """|x| with y's sign (-0.0 counts as negative, nan as positive)."""
     x, y = self._float()._broadcasted(y, match_dtype=False)
     return _negative(y._float()).where(-x.abs(), x.abs())
-  def _float_fmod(self: Tensor, y: Tensor) -> Tensor:
-    """C's fmod for float32/64 x and y (same shape), exact as C's: x - q y for q = trunc(x / y), with q y taken exactly as
-    p + e (Dekker's product of Veltkamp halves) while |q| < 2**(mantissa bits), then moved by one y where x / y rounded
-    across an integer; x's sign, -0.0 included. x itself for a finite x and y = +-inf; nan for x = +-inf, y = 0 or a nan,
-    and rounded (unlike C) past |x / y| = 2**(mantissa bits), see below.
-    Slopes as PyTorch's: 1 in x, -trunc(x / y) in y."""
-    regular, by_inf = self.isfinite() & y.isfinite() & (y != 0), self.isfinite() & y.isinf()
-    x, d = regular.where(self, 0.0), regular.where(y, 1.0)  # finite where the general case is not used (0 * nan)
-    q = (x / d).trunc()
-    bits = 24 if x.dtype == dtypes.float32 else 53
+  def _fmod_in_range(self: Tensor, d: Tensor, bits: int) -> tuple[Tensor, Tensor]:
+    """C's fmod(x, d), exactly, and the quotient trunc(x / d), for finite x and a normal d whose quotient |x / d| is below 2**(bits - 4) (bits: the
+    mantissa's): x - q d with q d taken exactly as p + e (Dekker's product of Veltkamp halves). q is trunc(x / d) or one
+    past it, never short (a remainder of d or more may need a bit too many): x * (1 / d) is within 1.5 ulp of x / d, and
+    is made 2**(3 - bits) larger, less than one unit below 2**(bits - 4); one past, one d back is exact.
+    The remainder has x's sign, -0.0 included; its slopes: 1 in x, -q in d. The quotient has none."""
+    x, q = self, (self / d * (1 + 2.0 ** (3 - bits))).trunc()
     split = float(2 ** ((bits + 1) // 2) + 1)
     def halves(v: Tensor) -> tuple[Tensor, Tensor]:
       hi = v * split - (v * split - v)
       return hi, v - hi
-    exact = q.abs() < 2 ** bits
-    (qh, ql), (dh, dl) = halves(exact.where(q, 0.0)), halves(exact.where(d.detach(), 0.0))
+    (qh, ql), (dh, dl) = halves(q), halves(d.detach())
     p = q * d
-    e = exact.where((((qh * dh - p.detach()) + qh * dl) + ql * dh) + ql * dl, 0.0).detach()  # q d - p, a rounding correction
+    e = ((((qh * dh - p.detach()) + qh * dl) + ql * dh) + ql * dl).detach()  # q d - p, a rounding correction
     f, negative = (x - p) - e, _negative(x)
-    toward_x = (negative == (d < 0)).where(d, -d)  # |y| with x's sign
-    f = (f.abs() >= d.abs()).where(f - toward_x, f)  # q one short of x / y's integer part: one more y
-    f = _off_sign(f, negative).where(f + toward_x, f)  # q one past it: one y back
-    f = ((f == 0) & negative).where(-(f.detach() - f), f)  # a zero takes x's sign, slope kept
-    # past |q| = 2**bits (no exact product, and x / y's rounding can put q many y off) f is exact only where q y is a float
-    # (a power-of-two y); nan where one y did not bring it into range (q = inf, say). C's fmod is exact at any size.
-    f = (exact | (f.abs() < d.abs())).where(f, (x - x.detach()) + math.nan)
+    past = _off_sign(f, negative)  # q one past x / d's integer part: one d back
+    f, q = past.where(f + (negative == (d < 0)).where(d, -d), f), past.where(q - q.sign(), q).detach()
+    return ((f == 0) & negative).where(-(f.detach() - f), f), q  # a zero takes x's sign, slope kept
+  def _float_fmod(self: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
+    """C's fmod for float32/64 x and y (same shape), and trunc(x / y) (rounded past 2**bits), both exact as C's while
+    |x / y| < 2**60 (float32) or 2**98 (float64); past that only for a power-of-two y, else nan (C's stays exact).
+    _fmod_in_range takes the remainder modulo y 2**(k s), k = steps .. 1, then modulo y, each step leaving a quotient
+    below 2**s for the next (s = bits - 4; y 2**n is a multiple of y, so each keeps x mod y). A y too small for Dekker's
+    products (they would lose bits below the normal range) is scaled up first, x with it.
+    x itself for a finite x and y = +-inf; nan for x = +-inf, y = 0 or a nan.
+    Slopes as PyTorch's: 1 in x, -trunc(x / y) in y (the steps' quotients, each times its power of two)."""
+    regular, by_inf = self.isfinite() & y.isfinite() & (y != 0), self.isfinite() & y.isinf()
+    x, d = regular.where(self, 0.0), regular.where(y, 1.0)  # finite where the general case is not used (0 * nan)
+    bits, steps, tiny = (24, 2, -78) if x.dtype == dtypes.float32 else (53, 1, -916)  # tiny: 2 mantissas above the normal range
+    step, scale = bits - 4, (d.abs() < 2.0 ** tiny).where(2.0 ** (4 * bits), 1.0)
+    f, ds, quotient = x * scale, d * scale, x.zeros_like()
+    for k in range(steps, 0, -1):
+      m = ds * 2.0 ** (k * step)
+      below = m.isinf() | (f.abs() < m.abs())  # f is its own remainder (and an infinite m would give 0 * inf)
+      r, q = f._fmod_in_range(below.where(1.0, m), bits)
+      f, quotient = below.where(f, r), below.where(0.0, q) * 2.0 ** (k * step) + quotient
+    f, q = f._fmod_in_range(ds, bits)
+    # past the steps' reach x is a multiple of its own ulp, which a power of two y divides: a zero of x's sign; else nan
+    reached, big_q = x.abs() < d.abs() * 2.0 ** ((steps + 1) * step), (x / d).trunc().detach()
+    zero = (x - x.detach()) - big_q.isfinite().where(big_q, 0.0) * (d - d.detach())  # +0.0; slopes 1 in x, -trunc(x / y) in y
+    power_of_two = (ds.detach().bitcast(dtypes.int32 if bits == 24 else dtypes.int64) & (2 ** (bits - 1) - 1)) == 0  # ds is normal
+    beyond = power_of_two.where(_negative(x).where(-(zero.detach() - zero), zero), zero + math.nan)
+    f, quotient = reached.where(f / scale, beyond), reached.where(quotient + q, math.nan)
     undefined = (regular | by_inf).logical_not()
     nan = (self - self.detach()) + (y - y.detach()) * undefined.where(math.nan, 0.0) + math.nan  # PyTorch's slopes: 1 in x, nan in y
-    return regular.where(f, by_inf.where(self, nan))
+    return regular.where(f, by_inf.where(self, nan)), quotient
   def _float_remainder(self: Tensor, y: Tensor) -> Tensor:
     """x mod y with y's sign for float32/64 x and y, PyTorch's (and C's) way: f = fmod(x, y), then f + y where f is not 0
     and its sign is not y's, rounded once, so a zero keeps x's sign and -1e-30 mod 2 is 2. For a finite x and y = +-inf: x
     where their signs agree (or x is 0), else y. Slopes: 1 in x, -floor(x / y) in y."""
-    f = self._float_fmod(y)
+    f = self._float_fmod(y)[0]
     return _off_sign(f, y < 0).where(f + y, f)
   def _float_floordiv(self: Tensor, y: Tensor) -> Tensor:
-    """floor(x / y) for float32/64 x and y as PyTorch and Python compute it: (x - fmod(x, y)) / y, less one where the fmod
-    is not 0 and its sign is not y's, an integer but for rounding, rounded to it; so 1.0 // 0.1 is 9 (x / y itself rounds
-    up to 10) and x == (x // y) * y + x % y. A zero quotient takes x / y's sign; x / 0 where y is 0."""
-    f = self._float_fmod(y)
-    q = (self - f) / y
+    """floor(x / y) for float32/64 x and y as PyTorch and Python compute it: fmod's exact quotient trunc(x / y), less one
+    where the fmod is not 0 and its sign is not y's; so 1.0 // 0.1 is 9 (x / y itself rounds up to 10) and
+    x == (x // y) * y + x % y. Past fmod's reach x / y, a float so large it is an integer. A zero quotient takes x / y's
+    sign; x / 0 where y is 0."""
+    f, q = self._float_fmod(y)
+    q = q.isnan().where(self / y, q)
     q = _off_sign(f, y < 0).where(q - 1, q)
-    return (q == 0).where(self / y * 0, (y == 0).where(self / y, q.round()))
+    return (y == 0).where(self / y, (q == 0).where(self / y * 0, q))
   def fmod(self: Tensor, y: Tensor | Scalar) -> Tensor:
     """C's fmod: the remainder of truncated division, with x's sign (Python's % floors and takes y's); exact for floats
     (see _float_fmod)."""
@@ -228,7 +246,7 @@ class PointwiseMixin:
     if not dtypes.is_float(x.dtype):
       r = x % y
       return _off_sign(r, x < 0).where(r - y, r)
-    return x.float()._float_fmod(y.float()).cast(x.dtype) if x.dtype.itemsize < 4 else x._float_fmod(y)
+    return x.float()._float_fmod(y.float())[0].cast(x.dtype) if x.dtype.itemsize < 4 else x._float_fmod(y)[0]
   def isclose(self: Tensor, other: Tensor | Scalar, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False) -> Tensor:
     """|x - y| <= atol + rtol |y| elementwise, or x == y (infinities of one sign); nan is close to nan only with equal_nan."""
     x, y = self._broadcasted(other)
