@@ -8,6 +8,8 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from tinyspec.dtype import dtypes
 from tinyspec.tensor.movement import resolve_dim
 
@@ -39,12 +41,40 @@ def _negative(x: Tensor) -> Tensor:
   """Whether a float's sign is negative: -0.0 included (1 / -0.0 is -inf), nan not."""
   return (x < 0) | (x.reciprocal() < 0)
 
+def _split_factor(dtype) -> float:
+  """Veltkamp's constant 2**ceil(bits / 2) + 1 for a float dtype's mantissa bits: hi = v c - (v c - v) holds v's top
+  half, lo = v - hi the rest, and hi * hi, hi * lo and lo * lo are exact (the basis of Dekker's exact products)."""
+  bits = np.finfo(dtype.np).nmant + 1
+  return float(2 ** ((bits + 1) // 2) + 1)
+
 def _off_sign(r: Tensor, negative: Tensor) -> Tensor:
   """Where r is not 0 and its sign is not the one `negative` says: a remainder that must move by one divisor."""
   return (r != 0) & ((r < 0) != negative)
 
 # erf(x) near 0: 2/sqrt(pi) (x - x^3/3 + x^5/10 - x^7/42 + x^9/216 - x^11/1320), error below 2e-8 for |x| < 0.5
 _ERF_TAYLOR = tuple(2 / math.sqrt(math.pi) * c for c in (1.0, -1 / 3, 1 / 10, -1 / 42, 1 / 216, -1 / 1320))
+
+
+# erfc(x) for x >= 0 (Numerical Recipes' erfcc, relative error below 1.2e-7): t exp(-x^2 + P(t)), t = 1 / (1 + x / 2)
+_ERFC_P = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.27886807, -1.13520398, 1.48851587, -0.82215223, 0.17087277)
+# erfinv(x) = x P(w) for w = -log(1 - x^2) (Giles 2010, single precision): P in w - 2.5 below w = 5, in sqrt(w) - 3 above
+_ERFINV_CENTRAL = (1.50140941, 0.246640727, -0.00417768164, -0.00125372503, 0.00021858087, -4.39150654e-06, -3.5233877e-06,
+                   3.43273939e-07, 2.81022636e-08)
+_ERFINV_TAIL = (2.83297682, 1.00167406, 0.00943887047, -0.0076224613, 0.00573950773, -0.00367342844, 0.00134934322,
+                0.000100950558, -0.000200214257)
+# Stirling's series for lgamma(x) - ((x - 1/2) log x - x + log(2 pi) / 2) in 1 / x, and the asymptotic series for
+# digamma(x) - log x in 1 / x: both below 1e-9 from x = 8 on
+_LGAMMA_STIRLING = (1 / 12, -1 / 360, 1 / 1260, -1 / 1680)
+_DIGAMMA_ASYMPTOTIC = (-1 / 12, 1 / 120, -1 / 252, 1 / 240, -1 / 132)
+_GAMMA_SHIFT = 8  # lgamma and digamma below 8 come from x + 8 by the recurrence Gamma(x + 1) = x Gamma(x)
+
+def _zeta(k: int) -> float:
+  """Riemann's zeta at an integer k >= 2: the first 100 terms, then Euler-Maclaurin's tail (to double precision)."""
+  n = 100
+  return sum(i ** -k for i in range(1, n)) + n ** (1 - k) / (k - 1) + n ** -k / 2 + k * n ** (-k - 1) / 12
+
+# lgamma(1 + z) = -gamma z + sum_k (-1)^k zeta(k) / k z^k (Euler-Mascheroni gamma); to 1e-9 for |z| <= 1/2
+_LGAMMA_NEAR_1 = (0.0, -0.5772156649015329, *((-1) ** k * _zeta(k) / k for k in range(2, 26)))
 
 
 class PointwiseMixin:
@@ -158,6 +188,81 @@ class PointwiseMixin:
     nan outside."""
     return self._math(lambda x: (x.log1p() - (-x).log1p()) * 0.5)
 
+  # ---- special functions: erfc, erfinv, lgamma, digamma (float32 accuracy, also in float64) ----
+  def erfc(self: Tensor) -> Tensor:
+    """1 - erf(x) without the cancellation: Numerical Recipes' erfcc for x >= 0 (relative error below 1.2e-7, so
+    erfc(9) = 4.1e-37 to 7 digits), 2 - erfc(-x) below 0. Slope -2 / sqrt(pi) exp(-x^2), 0 past x = 27 (erfc is 0)."""
+    def f(x: Tensor) -> Tensor:
+      a = (x < 0).where(-x, x).minimum(27.0)  # |x| with slope 1 at 0 (abs's is 0); erfc is 0 from 27 on, and x^2 stays finite
+      t, square = (a * 0.5 + 1).reciprocal(), a * a
+      hi = a * _split_factor(x.dtype) - (a * _split_factor(x.dtype) - a)  # a = hi + lo, halves whose products are exact
+      lo = a - hi
+      square_error = ((hi * hi - square) + 2 * hi * lo) + lo * lo  # a^2 - square: exp(-a^2) without a^2's rounding
+      c = t * (-square).exp() * (_poly(t, _ERFC_P) - square_error).exp()
+      return (x < 0).where(2 - c, c)
+    return self._math(f)
+  def erfinv(self: Tensor) -> Tensor:
+    """The inverse of erf on [-1, 1] (Giles' single-precision approximation, a few ulp in float32): +-inf at +-1, nan
+    outside. Slope sqrt(pi) / 2 exp(erfinv(x)^2), the approximation's own; 0 at +-1 and outside, where the
+    values are constants (PyTorch: inf, nan; an inf slope in that branch would make the others' 0 * inf = nan)."""
+    def f(x: Tensor) -> Tensor:
+      inside = x.abs() < 1
+      xi = inside.where(x, 0.0)  # log(0) and beyond: the untaken branch's slope must stay finite
+      w = -((1 - xi) * (1 + xi)).log()
+      tail = w >= 5
+      central, far = _poly(tail.where(2.5, w) - 2.5, _ERFINV_CENTRAL), _poly(tail.where(w, 9.0).sqrt() - 3, _ERFINV_TAIL)
+      return inside.where(xi * tail.where(far, central), (x == 1).where(math.inf, (x == -1).where(-math.inf, math.nan)))
+    return self._math(f)
+  def lgamma(self: Tensor) -> Tensor:
+    """log |Gamma(x)|: Stirling's series from x = 8 on; below it x = t + n with t in [1/2, 3/2), lgamma(t) from the
+    series of lgamma(1 + z) in z = t - 1 and lgamma(x) = lgamma(t) + log(t (t + 1) ... (t + n - 1)), every term of one
+    sign, so nothing cancels at the zeros 1 and 2; for x < 1/2 the reflection log(pi / |sin(pi x)|) - lgamma(1 - x), sin
+    taken at x's distance to the nearest integer (about 1e-6 absolute where that cancels, at lgamma's zeros below -2).
+    inf at 0, the negative integers and +-inf. Slope: the formula's, digamma(x) to about that accuracy; 0 at those
+    points (PyTorch: digamma's +-inf or nan)."""
+    def positive(x: Tensor) -> Tensor:  # x >= 1/2
+      small = x < _GAMMA_SHIFT
+      y, xs = small.where(_GAMMA_SHIFT, x), small.where(x, 1.0)
+      n = (xs - 0.5).floor()
+      t = xs - n  # in [1/2, 3/2)
+      product = t
+      for i in range(1, _GAMMA_SHIFT - 1): product = product * (n > i).where(t + i, 1.0)
+      near = _poly(t - 1, _LGAMMA_NEAR_1) + (n > 0).where(product, 1.0).log()
+      r = y.reciprocal()
+      stirling = (y - 0.5) * y.log() - y + 0.5 * math.log(2 * math.pi) + r * _poly(r * r, _LGAMMA_STIRLING)
+      return small.where(near, stirling)
+    def f(x: Tensor) -> Tensor:
+      reflect = x < 0.5
+      xp = reflect.where(1 - x, x)
+      lg = positive(xp.isinf().where(1.0, xp))  # inf - inf in Stirling's series: a constant where unused
+      lg = xp.isinf().where(math.inf, lg)
+      near = reflect.where(x - x.round(), 0.25)  # sin(pi x) from x's distance to the nearest integer, exact
+      sine = (near * math.pi).sin().abs()
+      reflected = (sine == 0).where(math.inf, math.log(math.pi) - (sine == 0).where(1.0, sine).log() - lg)
+      return (x == -math.inf).where(math.inf, reflect.where(reflected, lg))
+    return self._math(f)
+  def digamma(self: Tensor) -> Tensor:
+    """The logarithmic derivative of Gamma: the asymptotic series log x - 1 / 2x - sum B_2k / (2k x^2k) from x = 8 on, the
+    recurrence digamma(x) = digamma(x + 8) - sum 1 / (x + i) below it, and digamma(1 - x) - pi / tan(pi x) for x < 1/2.
+    As PyTorch: -inf at +0.0, inf at -0.0, nan at the negative integers and -inf. Slope: the formula's (trigamma), 0 at
+    those points."""
+    def positive(x: Tensor) -> Tensor:  # x >= 1/2 (or inf)
+      small = x < _GAMMA_SHIFT
+      y, shift = small.where(x + _GAMMA_SHIFT, x), x.zeros_like()
+      for i in range(_GAMMA_SHIFT): shift = shift + (x + i).reciprocal()
+      r = y.reciprocal()
+      series = y.log() - 0.5 * r + r * r * _poly(r * r, _DIGAMMA_ASYMPTOTIC)
+      return small.where(series - small.where(shift, 0.0), series)
+    def f(x: Tensor) -> Tensor:
+      reflect = x < 0.5
+      near = reflect.where(x - x.round(), 0.25)  # tan(pi x) from x's distance to the nearest integer, exact
+      pole = reflect & (near == 0)
+      cot = math.pi / (pole.where(0.25, near) * math.pi).sin() * (pole.where(0.25, near) * math.pi).cos()
+      value = reflect.where(positive(reflect.where(1 - x, x)) - cot, positive(reflect.where(0.5, x)))
+      at_zero = _negative(x).where(math.inf, -math.inf)  # the pole at 0 keeps the sign of the side it is approached from
+      return pole.where((x == 0).where(at_zero, math.nan), (x == -math.inf).where(math.nan, value))
+    return self._math(f)
+
   # ---- sign, remainder, comparison ----
   def sign(self: Tensor) -> Tensor:
     """-1, 0 or 1 in this dtype (nan stays nan; bool is itself)."""
@@ -185,7 +290,7 @@ class PointwiseMixin:
     is made 2**(3 - bits) larger, less than one unit below 2**(bits - 4); one past, one d back is exact.
     The remainder has x's sign, -0.0 included; its slopes: 1 in x, -q in d. The quotient has none."""
     x, q = self, (self / d * (1 + 2.0 ** (3 - bits))).trunc()
-    split = float(2 ** ((bits + 1) // 2) + 1)
+    split = _split_factor(self.dtype)
     def halves(v: Tensor) -> tuple[Tensor, Tensor]:
       hi = v * split - (v * split - v)
       return hi, v - hi
