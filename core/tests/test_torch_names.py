@@ -165,3 +165,37 @@ def test_special_functions_match_pytorch():
   away = x[(np.abs(x - np.round(x)) > 0.05) & (np.abs(x) < 1e4)][:600]  # PyTorch's float32 trigamma is off near poles
   for name in ("erfc", "lgamma", "digamma"): check(getattr(Tensor, name), getattr(torch, name), away)
   check(Tensor.erfinv, torch.erfinv, u[np.abs(u) < 0.999999])
+
+def test_bincount_histc_and_float_power_match_pytorch(pytorch_ints):
+  """bincount (counts, float and int weights, minlength, empty), histc (values on and between its bin edges, integer
+  data, the data's own range, values outside and nan) exactly as PyTorch's, in float32 and float64; float_power's
+  values, dtype and gradient; and the errors for bad input."""
+  gen = np.random.default_rng(9)
+  x = gen.integers(0, 12, 200)
+  for w in (None, gen.standard_normal(200).astype(np.float32), gen.integers(-3, 3, 200)):
+    for minlength in (0, 20):
+      got = Tensor(x).bincount(None if w is None else Tensor(w), minlength=minlength)
+      want = torch.tensor(x).bincount(None if w is None else torch.tensor(w), minlength=minlength)
+      assert str(got.dtype).split(".")[1] == str(want.dtype).split(".")[1]
+      np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6, atol=1e-6)
+  assert Tensor(np.array([], np.int64)).bincount().numpy().shape == (0,)
+  for bad in (np.array([1, -1]), np.array([[1]]), np.array([1.5], np.float32)):
+    with pytest.raises(RuntimeError, match="bincount"): Tensor(bad).bincount()
+  for _ in range(60):
+    bins, lo = int(gen.integers(1, 40)), float(np.float32(gen.uniform(-5, 1)))
+    hi = float(np.float32(lo + gen.uniform(0.1, 10)))
+    v = np.concatenate([gen.uniform(lo - 1, hi + 1, 300), lo + (hi - lo) * np.arange(bins + 1) / bins, [np.nan, np.inf, -np.inf]])
+    for dt in (np.float32, np.float64):
+      np.testing.assert_array_equal(Tensor(v.astype(dt)).histc(bins, lo, hi).numpy(), torch.histc(torch.tensor(v.astype(dt)), bins, lo, hi).numpy())
+    lo_i = int(gen.integers(-50, 10))
+    hi_i = lo_i + int(gen.integers(1, 200))
+    k = int(gen.integers(1, hi_i - lo_i + 1))
+    ints = np.arange(lo_i, hi_i + 1).astype(np.float32)
+    np.testing.assert_array_equal(Tensor(ints).histc(k, lo_i, hi_i).numpy(), torch.histc(torch.tensor(ints), k, lo_i, hi_i).numpy())
+  for v in (np.array([1.0, 2, 1, 2.5, 7, -1], np.float32), np.array([2.0, 2.0], np.float32), np.array([], np.float32)):
+    np.testing.assert_array_equal(Tensor(v).histc(3).numpy(), torch.histc(torch.tensor(v), 3).numpy())
+  for bad, args in (([1.0], (3, 2.0, 1.0)), ([1.0, math.nan], (3,)), ([1.0, math.inf], (3,)), ([1.0], (0,))):
+    with pytest.raises(RuntimeError, match="histc"): Tensor(bad).histc(*args)
+    with pytest.raises(RuntimeError): torch.histc(torch.tensor(bad), *args)
+  assert Tensor([2, 3]).float_power(2).dtype == dtypes.float64
+  check(lambda a, b: a.float_power(b), lambda a, b: a.float_power(b), P, B)

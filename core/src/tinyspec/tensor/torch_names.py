@@ -1,12 +1,15 @@
 """PyTorch's names for what tinygrad names otherwise or lacks, so code written against torch.Tensor runs as it is: aliases
 (absolute, multiply, arccos, greater ...), shape helpers (dim, t, movedim, unbind, narrow, tile ...), the matrix products
-under their BLAS names (mm, bmm, addmm, addcmul ...), reductions (amax, nansum, norm, median ...) and small pointwise
-composites (atan2, hypot, logit, xlogy, sinc ...). Each has PyTorch's semantics, and its gradient by composition."""
+under their BLAS names (mm, bmm, addmm, addcmul ...), reductions (amax, nansum, norm, median ...), counting (bincount,
+histc) and small pointwise composites (atan2, hypot, logit, xlogy, sinc, float_power ...). Each has PyTorch's
+semantics, and its gradient by composition."""
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from tinyspec.dtype import SINTS, dtypes
 from tinyspec.tensor.movement import resolve_dim, shape_arg
@@ -21,6 +24,27 @@ def _dims(dim: int | Sequence[int], ndim: int) -> tuple[int, ...]:
 def _at(dim: int, index) -> tuple:
   """An indexing tuple that applies `index` to axis `dim` and keeps the axes before it whole."""
   return (slice(None),) * dim + (index,)
+
+def _histc_edges(bins: int, lo: float, hi: float, dt: np.dtype) -> np.ndarray:
+  """For k = 0 .. bins - 1, the least x of dtype dt in [lo, hi] that floor((x - lo) * bins / (hi - lo)), each step
+  rounded to dt as PyTorch computes it, puts in bin k or above: a bisection over the floats' ordered bit patterns (the
+  formula only grows with x), all k at once."""
+  ints = {2: np.int16, 4: np.int32, 8: np.int64}[dt.itemsize]
+  sign = np.iinfo(ints).min
+  def key(v: np.ndarray) -> np.ndarray:  # floats' bit patterns as integers in the floats' order
+    b = v.astype(dt).view(ints).astype(np.int64)
+    return np.where(b >= 0, b, sign - b)
+  def value(k: np.ndarray) -> np.ndarray: return np.where(k >= 0, k, sign - k).astype(ints).view(dt)
+  low32, span, n = dt.type(lo), dt.type(hi) - dt.type(lo), dt.type(bins)
+  def bin_of(v: np.ndarray) -> np.ndarray: return np.floor((v - low32) * n / span)
+  want = np.arange(bins)
+  a, b = np.full(bins, key(np.array([lo]))[0]), np.full(bins, key(np.array([hi]))[0])  # bin_of(lo) = 0 <= k; hi's >= k
+  with np.errstate(all="ignore"):
+    while (a < b).any():  # the least key whose value's bin is >= k lies in [a, b]
+      mid = a // 2 + b // 2 + (a % 2 + b % 2) // 2  # (a + b) // 2, where a + b and b - a could overflow int64
+      up = bin_of(value(mid)) >= want
+      a, b = np.where(up, a, mid + 1), np.where(up, mid, b)
+  return value(a)
 
 def _need_ndim(name: str, t: Tensor, *ndims: int) -> None:
   if t.ndim not in ndims: raise RuntimeError(f"{name}: expected a {' or '.join(f'{n}-D' for n in ndims)} tensor, got shape {t.shape}")
@@ -288,6 +312,40 @@ class TorchNamesMixin:
     if keepdim: out = out.reshape(out.shape[:1] + ((1,) * self.ndim if dim is None else self.shape[:d] + (1,) + self.shape[d + 1:]))
     return out[0] if one_q else out
 
+  # ---- counting: the output's length is read from the data (one read back) ----
+  def bincount(self: Tensor, weights: Tensor | None = None, minlength: int = 0) -> Tensor:
+    """How often each value 0 .. max(self) occurs in a 1-d tensor of non-negative ints (at least `minlength` counts), or
+    the sum of `weights` (same shape) at each: counts in the default int, float weights in their dtype, int weights as
+    float64, as PyTorch. One comparison with every bin, so meant for a few thousand bins."""
+    if self.ndim != 1 or not dtypes.is_int(self.dtype):
+      raise RuntimeError(f"bincount: needs a 1-d tensor of integers, got shape {self.shape} of {self.dtype}")
+    if weights is not None and weights.shape != self.shape:
+      raise RuntimeError(f"bincount: weights of shape {weights.shape} do not match the input's {self.shape}")
+    if minlength < 0: raise RuntimeError(f"bincount: minlength must be non-negative, got {minlength}")
+    if self.numel() and int(self.min().item()) < 0: raise RuntimeError("bincount: the input holds negative values")
+    bins = max(int(self.max().item()) + 1 if self.numel() else 0, minlength)
+    hits = self.unsqueeze(-1) == type(self).arange(bins, device=self.device, dtype=self.dtype)  # (n, bins)
+    if weights is None: return hits.sum(0, dtype=dtypes.default_int)
+    w = weights if dtypes.is_float(weights.dtype) else weights.cast(dtypes.float64)
+    return hits.where(w.unsqueeze(-1), 0).sum(0, dtype=w.dtype)
+  def histc(self: Tensor, bins: int = 100, min: float = 0, max: float = 0) -> Tensor:  # noqa: A002 (PyTorch's names)
+    """A histogram of `bins` equal bins over [min, max] (the data's own min and max where both are 0, which must be
+    finite, widened by 1 each way if those are equal), in this float dtype; values outside, and nan, are not counted; max falls in the last bin.
+    A value goes where PyTorch's floor((x - min) * bins / (max - min)) puts it, rounding included: _histc_edges finds
+    each bin's least member on the host, and the counts are differences of how many values reach each edge."""
+    if not dtypes.is_float(self.dtype): raise RuntimeError(f"histc: needs a float tensor, got {self.dtype}")
+    if bins <= 0: raise RuntimeError(f"histc: bins must be positive, got {bins}")
+    if min > max: raise RuntimeError(f"histc: max ({max}) must be at least min ({min})")
+    lo, hi = float(min), float(max)
+    if lo == hi and self.numel():
+      lo, hi = float(self.min().item()), float(self.max().item())
+      if not (math.isfinite(lo) and math.isfinite(hi)): raise RuntimeError(f"histc: the data's range [{lo}, {hi}] is not finite; give min and max")
+    if lo == hi: lo, hi = lo - 1, hi + 1
+    x = self.flatten().unsqueeze(-1)
+    edges = type(self)(_histc_edges(bins, lo, hi, self.dtype.np or np.dtype(np.float32)), device=self.device).cast(self.dtype)
+    reached = ((x >= edges) & (x <= hi)).sum(0, dtype=self.dtype)  # (bins,): how many values in [edge k, max], k = 0 ..
+    return reached - reached[1:].pad(((0, 1),))
+
   # ---- pointwise ----
   def atan2(self: Tensor, other: Tensor | Scalar) -> Tensor:
     """The angle of the point (other, self) in (-pi, pi], with C's signed zeros and infinities: atan of the smaller of |y|,
@@ -327,6 +385,9 @@ class TorchNamesMixin:
     x = self._float()
     px = (x == 0).where(1.0, x) * math.pi  # finite where unused: the untaken branch passes 0 * its slope back
     return (x == 0).where(1.0, px.sin() / px)
+  def float_power(self: Tensor, exponent: Tensor | Scalar) -> Tensor:
+    """self ** exponent computed in float64, as PyTorch's (the device must have float64)."""
+    return self.cast(dtypes.float64).pow(exponent.cast(dtypes.float64) if isinstance(exponent, type(self)) else exponent)
   def deg2rad(self: Tensor) -> Tensor: return self._float() * (math.pi / 180)
   def rad2deg(self: Tensor) -> Tensor: return self._float() * (180 / math.pi)
   def frac(self: Tensor) -> Tensor: return self - self.trunc()
