@@ -194,8 +194,8 @@ class PointwiseMixin:
     erfc(9) = 4.1e-37 to 7 digits), 2 - erfc(-x) below 0. Slope -2 / sqrt(pi) exp(-x^2), 0 past x = 27 (erfc is 0)."""
     def f(x: Tensor) -> Tensor:
       a = (x < 0).where(-x, x).minimum(27.0)  # |x| with slope 1 at 0 (abs's is 0); erfc is 0 from 27 on, and x^2 stays finite
-      t, square = (a * 0.5 + 1).reciprocal(), a * a
-      hi = a * _split_factor(x.dtype) - (a * _split_factor(x.dtype) - a)  # a = hi + lo, halves whose products are exact
+      t, square, split = (a * 0.5 + 1).reciprocal(), a * a, _split_factor(x.dtype)
+      hi = a * split - (a * split - a)  # a = hi + lo, halves whose products are exact
       lo = a - hi
       square_error = ((hi * hi - square) + 2 * hi * lo) + lo * lo  # a^2 - square: exp(-a^2) without a^2's rounding
       c = t * (-square).exp() * (_poly(t, _ERFC_P) - square_error).exp()
@@ -284,10 +284,11 @@ class PointwiseMixin:
     x, y = self._float()._broadcasted(y, match_dtype=False)
     return _negative(y._float()).where(-x.abs(), x.abs())
   def _fmod_in_range(self: Tensor, d: Tensor, bits: int) -> tuple[Tensor, Tensor]:
-    """C's fmod(x, d), exactly, and the quotient trunc(x / d), for finite x and a normal d whose quotient |x / d| is below 2**(bits - 4) (bits: the
-    mantissa's): x - q d with q d taken exactly as p + e (Dekker's product of Veltkamp halves). q is trunc(x / d) or one
-    past it, never short (a remainder of d or more may need a bit too many): x * (1 / d) is within 1.5 ulp of x / d, and
-    is made 2**(3 - bits) larger, less than one unit below 2**(bits - 4); one past, one d back is exact.
+    """C's fmod(x, d), exactly, and the quotient trunc(x / d), for finite x and a normal d with |x / d| below
+    2**(bits - 4) (bits: the mantissa's): x - q d with q d taken exactly as p + e (Dekker's product of Veltkamp halves).
+    q is trunc(x / d) or one past it, never short (a remainder of d or more may need a bit too many): x * (1 / d) is
+    within 1.5 ulp of x / d, and is made 2**(3 - bits) larger, less than one unit below 2**(bits - 4); one past, one d
+    back is exact.
     The remainder has x's sign, -0.0 included; its slopes: 1 in x, -q in d. The quotient has none."""
     x, q = self, (self / d * (1 + 2.0 ** (3 - bits))).trunc()
     split = _split_factor(self.dtype)

@@ -330,16 +330,18 @@ class TorchNamesMixin:
     return hits.where(w.unsqueeze(-1), 0).sum(0, dtype=w.dtype)
   def histc(self: Tensor, bins: int = 100, min: float = 0, max: float = 0) -> Tensor:  # noqa: A002 (PyTorch's names)
     """A histogram of `bins` equal bins over [min, max] (the data's own min and max where both are 0, which must be
-    finite, widened by 1 each way if those are equal), in this float dtype; values outside, and nan, are not counted; max falls in the last bin.
-    A value goes where PyTorch's floor((x - min) * bins / (max - min)) puts it, rounding included: _histc_edges finds
-    each bin's least member on the host, and the counts are differences of how many values reach each edge."""
+    finite, widened by 1 each way if those are equal), in this float dtype; values outside, and nan, are not counted;
+    max falls in the last bin. A value goes where PyTorch's floor((x - min) * bins / (max - min)) puts it, rounding
+    included: _histc_edges finds each bin's least member on the host, and the counts are differences of how many values
+    reach each edge."""
     if not dtypes.is_float(self.dtype): raise RuntimeError(f"histc: needs a float tensor, got {self.dtype}")
     if bins <= 0: raise RuntimeError(f"histc: bins must be positive, got {bins}")
     if min > max: raise RuntimeError(f"histc: max ({max}) must be at least min ({min})")
     lo, hi = float(min), float(max)
     if lo == hi and self.numel():
       lo, hi = float(self.min().item()), float(self.max().item())
-      if not (math.isfinite(lo) and math.isfinite(hi)): raise RuntimeError(f"histc: the data's range [{lo}, {hi}] is not finite; give min and max")
+      if not (math.isfinite(lo) and math.isfinite(hi)):
+        raise RuntimeError(f"histc: the data's range [{lo}, {hi}] is not finite; give min and max")
     if lo == hi: lo, hi = lo - 1, hi + 1
     x = self.flatten().unsqueeze(-1)
     edges = type(self)(_histc_edges(bins, lo, hi, self.dtype.np or np.dtype(np.float32)), device=self.device).cast(self.dtype)
