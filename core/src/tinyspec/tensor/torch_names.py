@@ -322,8 +322,9 @@ class TorchNamesMixin:
     if weights is not None and weights.shape != self.shape:
       raise RuntimeError(f"bincount: weights of shape {weights.shape} do not match the input's {self.shape}")
     if minlength < 0: raise RuntimeError(f"bincount: minlength must be non-negative, got {minlength}")
-    if self.numel() and int(self.min().item()) < 0: raise RuntimeError("bincount: the input holds negative values")
-    bins = max(int(self.max().item()) + 1 if self.numel() else 0, minlength)
+    smallest, largest = type(self).stack([self.min(), self.max()]).tolist() if self.numel() else (0, -1)  # one read back
+    if smallest < 0: raise RuntimeError("bincount: the input holds negative values")
+    bins = max(int(largest) + 1, minlength)
     hits = self.unsqueeze(-1) == type(self).arange(bins, device=self.device, dtype=self.dtype)  # (n, bins)
     if weights is None: return hits.sum(0, dtype=dtypes.default_int)
     w = weights if dtypes.is_float(weights.dtype) else weights.cast(dtypes.float64)
@@ -339,7 +340,7 @@ class TorchNamesMixin:
     if min > max: raise RuntimeError(f"histc: max ({max}) must be at least min ({min})")
     lo, hi = float(min), float(max)
     if lo == hi and self.numel():
-      lo, hi = float(self.min().item()), float(self.max().item())
+      lo, hi = (float(v) for v in type(self).stack([self.min(), self.max()]).tolist())  # one read back
       if not (math.isfinite(lo) and math.isfinite(hi)):
         raise RuntimeError(f"histc: the data's range [{lo}, {hi}] is not finite; give min and max")
     if lo == hi: lo, hi = lo - 1, hi + 1
