@@ -118,3 +118,38 @@ def test_a_sum_of_a_long_product_schedules():
   t = x
   for _ in range(3000): t = t * 1.0001
   np.testing.assert_allclose(t.sum(0).numpy(), xn.sum(0) * 1.0001 ** 3000, rtol=1e-3)
+
+def _reduces(t: Tensor) -> int:
+  """REDUCEs in the kernels of t's schedule, as rangeify makes them (before the optimizer)."""
+  from tinyspec.engine.callify import callify
+  from tinyspec.engine.rangeify import rangeify
+  from tinyspec.uop.ops import Ops
+  return sum(u.op is Ops.REDUCE for item in rangeify(callify(t.uop)).items if item.ast.op is Ops.SINK for u in item.ast.toposort())
+
+def test_a_gather_reads_one_element_per_output_not_the_whole_table():
+  # seed 001's gather is a one-hot mask summed over the table's axis; rangeify reads the one element the mask keeps, so an
+  # embedding lookup costs its output's size, not that times the vocabulary (and the sum is not split into blocks first)
+  n = 5000  # longer than SUM_BLOCK: a float sum that long is otherwise a tree of blocks
+  table = rng.standard_normal((n, 3), dtype=np.float32)
+  table[7] = -0.0  # a one-hot sum adds 0 to it (+0.0); the read keeps its sign, as PyTorch's gather
+  idx = rng.integers(0, n, (4, 6))
+  idx[0, :3] = (7, n - 1, 0)
+  t, i = Tensor(table).realize(), Tensor(idx.astype(np.int32)).realize()
+  cases = [(t[i], table[idx]), (t.gather(0, i[:3, :3]), np.take_along_axis(table, idx[:3, :3], 0)),
+           (t[i, i % 3], table[idx, idx % 3]), (t.T[:, i[0]], table.T[:, idx[0]]), ((t > 0)[i], (table > 0)[idx]),
+           (Tensor(table.astype(np.int32))[i], table.astype(np.int32)[idx]), (t[i - n], table[idx - n])]
+  for got, want in cases:
+    assert _reduces(got) == 0
+    out = got.numpy()
+    assert out.dtype == want.dtype and np.array_equal(out, want) and np.array_equal(np.signbit(out), np.signbit(want))
+  # an index outside the table picks nothing, so the sum is 0 (documented for gather): the read is skipped, not made
+  bad = Tensor(np.array([[-1], [n], [3]], np.int32))
+  assert _reduces(t.gather(0, bad)) == 0
+  assert np.array_equal(t.gather(0, bad).numpy(), np.array([[0], [0], [table[3, 0]]], np.float32))
+  # a mask that is not one-hot along the sum (data compared with an arange of classes) stays a sum, split into a tree of
+  # blocks as every long float sum is
+  labels = Tensor(rng.integers(0, 3, n).astype(np.int32))
+  per_class = (labels.reshape(1, n) == Tensor.arange(3, dtype="int32").reshape(3, 1)).where(t[:, 0].reshape(1, n), 0.0).sum(1)
+  assert _reduces(per_class) >= 2
+  want = [table[:, 0][labels.numpy() == k].sum() for k in range(3)]
+  np.testing.assert_allclose(per_class.numpy(), want, rtol=1e-4, atol=1e-4)

@@ -19,6 +19,8 @@ Which nodes get a buffer of their own (and so end a kernel):
     convolution's input, read once per window and output channel): fused, every one of those reads carries the
     padding's validity gate, which keeps the reduction's inner loop from vectorizing (CPU conv2d 20 -> 47 GFLOP/s with
     the padded input made once).
+A one-hot select (seed 001's gather: a sum of WHERE(index == position, table, 0)) becomes one read per output at the
+loaded index (`one_hot_reads`), not a loop over the table.
 Everything else fuses into the kernel that reads it: elementwise chains into their consumer, and a reduce together with
 the elementwise ops before and after it. An elementwise value read by several kernels is recomputed in each; the cost
 is bounded by the ops between realized buffers, never by a reduction.
@@ -216,6 +218,86 @@ def reduce_identity(op: Ops, dtype: DType) -> UOp:
 _ZERO = UOp.const(0)
 
 
+# ---- one-hot selects: seed 001's gather (a sum of WHERE(index == position, table, 0)) read as one element ----
+def _equality(c: UOp) -> tuple[UOp, UOp] | None:
+  """(a, b) when c is [a == b], which UOp.eq and Tensor's == spell CMPNE(CMPNE(a, b), True)."""
+  if c.op is Ops.CMPNE and c.src[0].op is Ops.CMPNE and c.src[1].op is Ops.CONST and c.src[1].arg[0] is True: return c.src[0].src
+  return None
+
+def _source_axes(u: UOp, s: UOp, axes: frozenset) -> frozenset:
+  """`axes` of u as axes of its source s: the same for an elementwise source (right-aligned where its rank is lower), mapped
+  through a RESHAPE that only adds or drops axes of size 1. Axes of size 1 in s are dropped: s has one value along them."""
+  if u.op is Ops.RESHAPE:
+    kept = dict(zip((d for d, n in enumerate(u.shape) if not sint_is(n, 1)), (d for d, n in enumerate(s.shape) if not sint_is(n, 1))))
+    return frozenset(kept[a] for a in axes if a in kept)
+  shift = u.ndim - s.ndim
+  return frozenset(a - shift for a in axes if a >= shift and not sint_is(s.shape[a - shift], 1))
+
+def _one_value_along(u: UOp, axes: frozenset) -> bool:
+  """Whether tensor node u has one value along each of `axes`: constants, broadcasts from size 1 there (a gather's index,
+  broadcast over the table's axis), and elementwise ops and squeezes of those."""
+  todo = [(u, frozenset(a for a in axes if not sint_is(u.shape[a], 1)))]
+  while todo:
+    u, axes = todo.pop()
+    if not axes or u.op is Ops.CONST: continue
+    if u.op not in GroupOp.Elementwise and u.op is not Ops.EXPAND and not (u.op is Ops.RESHAPE and _squeezes(u.shape, u.src[0].shape)): return False
+    todo.extend((s, _source_axes(u, s, axes)) for s in u.src[:1 if u.op in GroupOp.Movement else None])
+  return True
+
+def _is_position(u: UOp, axes: frozenset) -> bool:
+  """Whether tensor node u varies along `axes` and is made of constants alone, reading no buffer: an arange, the position
+  a gather compares its index with (a label tensor compared with an arange of classes is data, not a position)."""
+  return not _one_value_along(u, axes) and not any(n.op in (Ops.PARAM, Ops.AFTER) for n in u.toposort())
+
+def _one_hot_select(red: UOp) -> bool:
+  """Whether tensor REDUCE red sums (or maxes) WHERE(gate, x, identity) where a conjunct of the gate, under broadcasts and
+  squeezes, is [a == b] with a one value along the reduced axes and b a position along them (`_is_position`): a one-hot
+  select (Tensor._select: gather, indexing), which `one_hot_reads` turns into one read per output. Such a reduction is
+  left whole, not split into blocks: it has one term that is not the identity (at worst, where b repeats values, a few),
+  so there is no rounding to spread, and a split would hide the position from the kernel."""
+  (x,), (op, axes) = red.src, red.arg
+  if op not in (Ops.ADD, Ops.MAX) or x.op is not Ops.WHERE: return False
+  identity = x.src[2]
+  while identity.op in GroupOp.Movement: identity = identity.src[0]
+  if identity is not reduce_identity(op, red.dtype): return False
+  todo = [(x.src[0], frozenset(axes))]
+  while todo:
+    g, axes = todo.pop()
+    if (sides := _equality(g)) is not None:
+      a, b = sides
+      for index, position in ((a, b), (b, a)):
+        if _one_value_along(index, _source_axes(g.src[0], index, axes)) and _is_position(position, _source_axes(g.src[0], position, axes)): return True
+    elif g.op is Ops.AND or g.op is Ops.EXPAND or (g.op is Ops.RESHAPE and _squeezes(g.shape, g.src[0].shape)):
+      todo.extend((s, _source_axes(g, s, axes)) for s in g.src[:1 if g.op in GroupOp.Movement else None])
+  return False
+
+def _read_one(red: UOp) -> UOp | None:
+  """A kernel's REDUCE over ranges of WHERE(gate, v, identity) where a conjunct of the gate is [e == r], r one of the
+  ranges (or an integer cast of it that holds every value of r) and e not reading r: only r = e passes the gate, so the
+  reduction is v at r = e where 0 <= e < size(r), else the identity. A gather's loop over the whole table becomes one read."""
+  val, ranges = red.src[0], red.src[1:]
+  if val.op is not Ops.WHERE or val.src[2] is not reduce_identity(red.arg[0], red.dtype): return None
+  conjuncts = operands(val.src[0], Ops.AND)
+  for c in conjuncts:
+    if (sides := _equality(c)) is None: continue
+    for side, e in (sides, sides[::-1]):
+      r = side.src[0] if side.op is Ops.CAST and dtypes.is_int(side.dtype) else side
+      if r not in ranges or not dtypes.is_int(e.dtype) or (side is not r and r.vmax > side.dtype.max) or r in e.toposort(): continue
+      at = e.cast(dtypes.index)
+      inside = (at < 0).ne(True) & (at < r.src[0])
+      there = {r: inside.where(at, _ZERO)}  # r = e; where e is out of bounds, an in-bounds read whose value is not used
+      gate = functools.reduce(lambda p, q: p & q, (d.substitute(there) for d in conjuncts if d is not c), inside)
+      one = gate.where(val.src[1].substitute(there), val.src[2])
+      rest = tuple(x for x in ranges if x is not r)
+      return UOp(Ops.REDUCE, (one, *rest), red.arg) if rest else one
+  return None
+
+one_hot_reads = PatternMatcher([
+  (UPat(Ops.REDUCE, name="red"), _read_one),  # reduce over r of where(e == r & rest, v, identity) -> where(0 <= e < n & rest, v at r = e, identity)
+])
+kernel_simplify = sym + one_hot_reads
+
+
 class _KernelBuilder:
   """Builds one kernel: lowers a tensor-graph value at an index tuple to a scalar expression over RANGEs."""
   def __init__(self, realized: set[UOp], buffer_of: dict[UOp, int]):
@@ -303,7 +385,7 @@ class _KernelBuilder:
       stores.append(UOp(Ops.STORE, (address, val)))
     store = stores[0] if len(stores) == 1 else UOp(Ops.GROUP, tuple(stores))
     ast = UOp.sink(UOp(Ops.END, (store, *reversed(out_ranges))) if out_ranges else store)
-    ast = graph_rewrite(graph_rewrite(ast, sym), pm_index_given_valid)  # index arithmetic, then gated loads' under their gates
+    ast = graph_rewrite(graph_rewrite(ast, kernel_simplify), pm_index_given_valid)  # index arithmetic and one-hot reads, then gated loads' under their gates
     # simplifying may drop every read of a buffer (x | True): renumber the PARAMs that are left
     used = [(b, p) for b, p in self.params.items() if p in set(ast.toposort())]
     if len(used) < len(self.params):
@@ -457,7 +539,7 @@ def _regroup(red: UOp, blocks: list[int], top_kernel: bool = False) -> UOp | Non
   `top_kernel`, the results of the outermost block (what the last REDUCE reduces) are made CONTIGUOUS: a kernel of their own."""
   (x,), (op, axes) = red.src, red.arg
   n = math.prod(x.shape[a] for a in axes)
-  if blocks == [n] and len(axes) == 1: return None  # already in the wanted form
+  if (blocks == [n] and len(axes) == 1) or _one_hot_select(red): return None  # already in the wanted form, or one term
   if (padded := math.prod(blocks)) != n and op is not Ops.ADD: return None  # zeros pad a sum only
   axes, a0 = tuple(sorted(axes)), min(axes)
   before, after = [d for d in range(x.ndim) if d not in axes and d < a0], [d for d in range(x.ndim) if d not in axes and d > a0]

@@ -458,11 +458,9 @@ class MovementMixin:
   def _select(self: Tensor, mask: Tensor, axes: tuple[int, ...], reduce: Ops = Ops.ADD) -> Tensor:
     """Reduce `self` over `axes` keeping only where `mask` (one-hot along them) is true: the gather of seed 001.
     The WHERE (not a multiply) keeps inf and nan elsewhere out of the result; bool values use MAX."""
-    zero = (1 if reduce is Ops.MUL else 0) if self.dtype != dtypes.bool else reduce is Ops.MUL
-    if self.dtype == dtypes.bool and reduce is Ops.ADD: reduce = Ops.MAX
-    picked = mask.where(self, zero)
-    if picked.dtype == dtypes.bool: return picked.cast(dtypes.uint8)._reduce(reduce, axes).cast(dtypes.bool)
-    return picked._reduce(reduce, axes)
+    if self.dtype == dtypes.bool:  # as uint8, where the sum of the one picked value is a MAX
+      return self.cast(dtypes.uint8)._select(mask, axes, Ops.MAX if reduce is Ops.ADD else reduce).cast(dtypes.bool)
+    return mask.where(self, 1 if reduce is Ops.MUL else 0)._reduce(reduce, axes)
 
   def _index_tensor(self: Tensor, idx: Any, dim: int) -> Tensor:
     """An integer index (list, array or Tensor) for axis `dim`, negatives wrapped. Python and numpy data are checked now."""
