@@ -266,7 +266,8 @@ def _one_hot_select(red: UOp) -> bool:
     if (sides := _equality(g)) is not None:
       a, b = sides
       for index, position in ((a, b), (b, a)):
-        if _one_value_along(index, _source_axes(g.src[0], index, axes)) and _is_position(position, _source_axes(g.src[0], position, axes)): return True
+        index_axes, position_axes = _source_axes(g.src[0], index, axes), _source_axes(g.src[0], position, axes)
+        if _one_value_along(index, index_axes) and _is_position(position, position_axes): return True
     elif g.op is Ops.AND or g.op is Ops.EXPAND or (g.op is Ops.RESHAPE and _squeezes(g.shape, g.src[0].shape)):
       todo.extend((s, _source_axes(g, s, axes)) for s in g.src[:1 if g.op in GroupOp.Movement else None])
   return False
@@ -385,7 +386,8 @@ class _KernelBuilder:
       stores.append(UOp(Ops.STORE, (address, val)))
     store = stores[0] if len(stores) == 1 else UOp(Ops.GROUP, tuple(stores))
     ast = UOp.sink(UOp(Ops.END, (store, *reversed(out_ranges))) if out_ranges else store)
-    ast = graph_rewrite(graph_rewrite(ast, kernel_simplify), pm_index_given_valid)  # index arithmetic and one-hot reads, then gated loads' under their gates
+    # index arithmetic and one-hot reads, then gated loads' indexes under their gates
+    ast = graph_rewrite(graph_rewrite(ast, kernel_simplify), pm_index_given_valid)
     # simplifying may drop every read of a buffer (x | True): renumber the PARAMs that are left
     used = [(b, p) for b, p in self.params.items() if p in set(ast.toposort())]
     if len(used) < len(self.params):
