@@ -545,3 +545,70 @@ def test_svd_matches_pytorch(shape):
     assert [t.shape for t in ours] == [tuple(t.shape) for t in theirs]
     np.testing.assert_allclose(ours[1].numpy(), theirs[1].numpy(), atol=2e-6)
   check(lambda x: x.svd()[1] ** 2 + x.svd()[1], lambda x: torch.linalg.svdvals(x) ** 2 + torch.linalg.svdvals(x), a.astype(np.float64))
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_activations_keep_their_precision_near_zero(dt):
+  # 2 sigmoid(2x) - 1 cancelled near 0 (tanh(1e-6) was 7% off), log(1 + e^x) and e^x - 1 rounded small terms away
+  # (softplus(-20) and elu(-1e-8) were 0), and logsigmoid's softplus cut off at 20 (float64 lost log1p(e^-22)): each is
+  # now within 4 ulp of float64 PyTorch, from 1e-30 to 30 on both sides, zeros keeping their sign
+  mag = 10.0 ** np.linspace(-30, 1.5, 400)
+  x = np.concatenate([mag, -mag, [0.0, -0.0, 0.4999, 0.5, 0.5001, 19.9, 20, 20.1, -20, -31]]).astype(dt)
+  ref = torch.tensor(x.astype(np.float64))
+  for name, ours, theirs in [("tanh", Tensor.tanh, torch.tanh), ("softplus", Tensor.softplus, F.softplus),
+                             ("logsigmoid", Tensor.logsigmoid, F.logsigmoid),
+                             ("elu", Tensor.elu, F.elu), ("selu", Tensor.selu, F.selu), ("celu", lambda t: t.celu(0.7), lambda t: F.celu(t, 0.7))]:
+    got, want = ours(Tensor(x)).numpy(), theirs(ref).numpy()
+    assert got.dtype == dt, name
+    ulps = np.abs(got.astype(np.float64) - want) / np.spacing(np.abs(want).astype(dt)).astype(np.float64)
+    assert ulps.max() <= 4, f"{name}: {ulps.max():.1f} ulp at x = {x[ulps.argmax()]}"
+    assert np.array_equal(np.signbit(got[want == 0]), np.signbit(want[want == 0])), name
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_inverse_trigonometry_to_the_dtypes_precision(dt):
+  # float64 atan used float32's polynomial (and float32's pi / 4): 4e8 ulp off. Within 4 ulp of PyTorch now, both dtypes
+  r = np.random.default_rng(3)
+  wide = np.concatenate([r.standard_normal(3000), 10.0 ** r.uniform(-20, 20, 3000) * r.choice([-1, 1], 3000)]).astype(dt)
+  unit, other = r.uniform(-1, 1, 3000).astype(dt), r.standard_normal(6000).astype(dt)
+  for name, got, want in [("atan", Tensor(wide).atan(), torch.atan(T64 := torch.tensor(wide.astype(np.float64)))),
+                          ("asin", Tensor(unit).asin(), torch.asin(torch.tensor(unit.astype(np.float64)))),
+                          ("acos", Tensor(unit).acos(), torch.acos(torch.tensor(unit.astype(np.float64)))),
+                          ("atan2", Tensor(wide).atan2(Tensor(other)), torch.atan2(T64, torch.tensor(other.astype(np.float64))))]:
+    got, want = got.numpy(), want.numpy()
+    assert got.dtype == dt, name
+    ulps = np.abs(got.astype(np.float64) - want) / np.spacing(np.abs(want).astype(dt)).astype(np.float64)
+    assert ulps.max() <= 4, f"{name}: {ulps.max():.1f} ulp"
+
+def test_nan_infinities_signed_zeros_and_promotions_match_pytorch():
+  # cases a differential fuzz against PyTorch found
+  T = torch.tensor
+  def same(ours: Tensor, theirs, rtol=0.0):
+    got, want = ours.numpy(), theirs.numpy()
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=0)
+    if got.dtype.kind == "f": assert np.array_equal(np.signbit(got[got == 0]), np.signbit(want[want == 0]))
+  a, b = np.float32([np.nan, np.inf, -np.inf, 1, -1, 5, -7.5]), np.float32([-3, -2, 3, np.inf, np.inf, 0, 2])
+  same(Tensor(a) // Tensor(b), torch.floor_divide(T(a), T(b)))  # inf // y and nan // y are nan, not -1
+  same(Tensor(np.float32([1.5])).copysign(Tensor(np.array([-1.0]))), torch.copysign(T([1.5]), T([-1.0], dtype=torch.float64)))  # float64
+  i32, f16 = np.int32([1, -2]), np.float16([1, 3])
+  for name in ("atan2", "hypot", "logaddexp", "xlogy", "copysign"):  # int32 with float16 is float16
+    same(getattr(Tensor(i32), name)(Tensor(f16)), getattr(torch, name)(T(i32), T(f16)), rtol=1e-3)
+  i, ti = np.int32([1, 2]), T([1, 2], dtype=torch.int32)
+  same(Tensor.einsum("i,i->", Tensor(i), Tensor(i)), torch.einsum("i,i->", ti, ti))  # int32 stays int32
+  same(Tensor(np.array([True, False])).square(), T([True, False]).square())  # int64
+  same(Tensor(np.array([True, False])).isclose(Tensor(np.array([True, True]))), torch.isclose(T([True, False]), T([True, True])))
+  q64 = np.array([3.0, -1.9, 5.5, -4.0, -2.0])
+  same(Tensor(q64).quantile(0.3), T(q64).quantile(0.3), rtol=1e-15)  # q in float64, not rounded to float32 first
+  same(Tensor(np.float32([1.1, -2, -np.inf, 2.4])).quantile(0.3), T([1.1, -2, -np.inf, 2.4]).quantile(0.3))  # -inf, not nan
+  same(Tensor(np.float32(1.0)).quantile([0.5, 0.6], 0, keepdim=True), T(1.0).quantile(T([0.5, 0.6]), 0, keepdim=True))
+  start, end = np.float32([1, -np.inf, 0, 2]), np.float32([3, 2, 1, 6])
+  same(Tensor(start).lerp(Tensor(end), 0.75), torch.lerp(T(start), T(end), 0.75))
+  same(Tensor(np.float32([-0.0, 0.0])) + 0, T([-0.0, 0.0]) + 0)  # -0.0 + 0 is +0.0: x + 0 is not folded to x for floats
+  same(0.0 - Tensor(np.float32([0.0])), 0.0 - T([0.0]))
+  same(Tensor(np.float32([-0.3, 0.3, -0.5, 2.5, -2.7])).round(), T([-0.3, 0.3, -0.5, 2.5, -2.7]).round())  # round(-0.3) is -0.0
+  same(Tensor(np.float32([-1, 5])).clamp(math.nan, 1.0), T([-1.0, 5]).clamp(T(math.nan), T(1.0)))  # a nan bound gives nan
+  for y, x in [([0.0, 1.0, -0.0], [2.0, 2.0, 2.0]), ([1.0, -3.0], [0.0, 0.0])]:  # atan2's slopes where y or x is 0 (abs's slope there is 0)
+    (ty, py), (tx, px) = leaves(np.float32(y), np.float32(x))
+    ty.atan2(tx).sum().backward(); torch.atan2(py, px).sum().backward()
+    np.testing.assert_allclose(ty.grad.numpy(), py.grad.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(tx.grad.numpy(), px.grad.numpy(), rtol=1e-6)

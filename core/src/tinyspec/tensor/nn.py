@@ -422,7 +422,7 @@ class NNMixin:
       laid = t.permute(order).reshape(tuple(t.shape[spec.index(c)] if c in spec else 1 for c in letters))
       prod = laid if prod is None else prod * laid
     summed = tuple(range(len(out), len(letters)))
-    if summed: return prod.sum(summed)
+    if summed: return prod.sum(summed, dtype=None if prod.dtype == dtypes.bool else prod.dtype)  # int32 stays int32, as torch.einsum
     return prod.expand(*(sizes[c] for c in letters)) if letters else prod  # "->" of 0-d operands: their product
 
   def interpolate(self: Tensor, size: int | tuple[int, ...] | None = None, scale_factor: float | tuple[float, ...] | None = None,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from fractions import Fraction
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -18,8 +19,11 @@ if TYPE_CHECKING:
 
 # Abramowitz and Stegun 7.1.26: erf(x) = 1 - t (a1 + t (a2 + ...)) e^-x^2, t = 1 / (1 + p x), for x >= 0; |error| <= 1.5e-7
 _ERF_P, _ERF_A = 0.3275911, (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
-# atan on [-tan(pi/8), tan(pi/8)] after reducing by pi/4 or pi/2 (Cephes' atanf): x + x z (c0 + z (c1 + ...)), z = x^2
-_ATAN_C = (-3.33329491539e-1, 1.99777106478e-1, -1.38776856032e-1, 8.05374449538e-2)
+# atan on [-tan(pi/8), tan(pi/8)] after reducing by pi/4 or pi/2: x + x z (c0 + z (c1 + ...)), z = x^2, by itemsize. float32:
+# Cephes' atanf. float64: a least-squares fit on 44 Chebyshev nodes of z in [0, tan(pi/8)^2] (mpmath, 50 digits), 0.57 ulp
+_ATAN_C = {4: (-3.33329491539e-1, 1.99777106478e-1, -1.38776856032e-1, 8.05374449538e-2),
+           8: (-0.3333333333333333, 0.19999999999995652, -0.1428571428469138, 0.11111111017100327, -0.0909090464769568, 0.07692184699371778,
+               -0.06664531369805009, 0.05858311810501153, -0.05086254885823143, 0.039253696320618564, -0.01920252926841228)}
 _TAN_3PI_8, _TAN_PI_8 = 2.414213562373095, 0.4142135623730950
 
 
@@ -47,6 +51,12 @@ def _split_factor(dtype) -> float:
   bits = np.finfo(dtype.np).nmant + 1
   return float(2 ** ((bits + 1) // 2) + 1)
 
+def _float_operands(x: Tensor, y: Tensor | Scalar) -> tuple[Tensor, Tensor]:
+  """x and y brought to one shape and one dtype by PyTorch's promotion, then to a float: int32 with float16 is float16, and
+  float32 with float64 is float64 (making x float first would give float32 and float64)."""
+  x, y = x._broadcasted(y)
+  return x._float(), y._float()
+
 def _off_sign(r: Tensor, negative: Tensor) -> Tensor:
   """Where r is not 0 and its sign is not the one `negative` says: a remainder that must move by one divisor."""
   return (r != 0) & ((r < 0) != negative)
@@ -67,6 +77,14 @@ _ERFINV_TAIL = (2.83297682, 1.00167406, 0.00943887047, -0.0076224613, 0.00573950
 _LGAMMA_STIRLING = (1 / 12, -1 / 360, 1 / 1260, -1 / 1680)
 _DIGAMMA_ASYMPTOTIC = (-1 / 12, 1 / 120, -1 / 252, 1 / 240, -1 / 132)
 _GAMMA_SHIFT = 8  # lgamma and digamma below 8 come from x + 8 by the recurrence Gamma(x + 1) = x Gamma(x)
+
+def _tanh_taylor(terms: int) -> tuple[float, ...]:
+  """tanh x = x (a0 + a1 x^2 + a2 x^4 + ...): from tanh' = 1 - tanh^2, a0 = 1 and (2k + 1) a_k = -sum_{i+j=k-1} a_i a_j."""
+  a = [Fraction(1)]
+  for k in range(1, terms): a.append(-sum(a[i] * a[k - 1 - i] for i in range(k)) / (2 * k + 1))
+  return tuple(float(c) for c in a)
+# tanh for |x| < 1/2 by its Taylor series, each term under 0.1 of the one before: to float32's precision in 9 terms, float64's in 18
+_TANH_NEAR_0 = {4: _tanh_taylor(9), 8: _tanh_taylor(18)}
 
 def _zeta(k: int) -> float:
   """Riemann's zeta at an integer k >= 2: the first 100 terms, then Euler-Maclaurin's tail (to double precision)."""
@@ -106,7 +124,7 @@ class PointwiseMixin:
   def logaddexp(self: Tensor, y: Tensor | Scalar) -> Tensor:
     """log(exp(x) + exp(y)) as max(x, y) + log1p(exp(-|x - y|)); (x + y) / 2 + log(2) where x == y (so -inf and -inf give
     -inf, and the gradient of a tie is half each, as PyTorch's)."""
-    x, y = self._float()._broadcasted(y)
+    x, y = _float_operands(self, y)
     d = (x == y).where(0.0, x - y)
     return (x == y).where((x + y) * 0.5 + math.log(2), x.maximum(y) + (-d.abs()).exp().log1p())
 
@@ -123,13 +141,14 @@ class PointwiseMixin:
     return self._math(lambda x: _odd(x, f))
   def atan(self: Tensor) -> Tensor:
     """arctan, odd: x >= 0 reduced to [0, tan(pi/8)] by pi/2 - atan(1/x) above tan(3pi/8) and pi/4 + atan((x-1)/(x+1))
-    above tan(pi/8), then a polynomial (Cephes' atanf, about 1 ulp)."""
+    above tan(pi/8), then a polynomial of float32's or float64's precision (_ATAN_C)."""
     def f(a: Tensor) -> Tensor:
       big, mid = a > _TAN_3PI_8, a > _TAN_PI_8
       m = big.where(1.0, a)  # (a - 1) / (a + 1) is nan at a = inf, and its untaken slope then nan too
       r = big.where(-(big.where(a, 1.0).reciprocal()), mid.where((m - 1) / (m + 1), a))
       z = r * r
-      return big.where(math.pi / 2, mid.where(math.pi / 4, 0.0)) + r + r * z * _poly(z, _ATAN_C)
+      base = big.where(a._const_like(math.pi / 2), mid.where(a._const_like(math.pi / 4), 0.0))  # in a's dtype (Python floats: float32)
+      return base + r + r * z * _poly(z, _ATAN_C[a.dtype.itemsize])
     return self._math(lambda x: _odd(x, f))
   def asin(self: Tensor) -> Tensor:
     """arcsin = atan(x / sqrt(1 - x^2)), nan outside [-1, 1]; at +-1 it is +-(pi/2 - sqrt(2 (1 - |x|))), exactly +-pi/2
@@ -281,8 +300,8 @@ class PointwiseMixin:
     return self.div(y, reverse, rounding_mode="trunc")
   def copysign(self: Tensor, y: Tensor | Scalar) -> Tensor:
     """|x| with y's sign (-0.0 counts as negative, nan as positive)."""
-    x, y = self._float()._broadcasted(y, match_dtype=False)
-    return _negative(y._float()).where(-x.abs(), x.abs())
+    x, y = _float_operands(self, y)
+    return _negative(y).where(-x.abs(), x.abs())
   def _fmod_in_range(self: Tensor, d: Tensor, bits: int) -> tuple[Tensor, Tensor]:
     """C's fmod(x, d), exactly, and the quotient trunc(x / d), for finite x and a normal d with |x / d| below
     2**(bits - 4) (bits: the mantissa's): x - q d with q d taken exactly as p + e (Dekker's product of Veltkamp halves).
@@ -340,11 +359,11 @@ class PointwiseMixin:
     """floor(x / y) for float32/64 x and y as PyTorch and Python compute it: fmod's exact quotient trunc(x / y), less one
     where the fmod is not 0 and its sign is not y's; so 1.0 // 0.1 is 9 (x / y itself rounds up to 10) and
     x == (x // y) * y + x % y. Past fmod's reach x / y, a float so large it is an integer. A zero quotient takes x / y's
-    sign; x / 0 where y is 0."""
+    sign; x / 0 where y is 0; nan for an infinite x or a nan (Python's and PyTorch's inf // 2)."""
     f, q = self._float_fmod(y)
     q = q.isnan().where(self / y, q)
     q = _off_sign(f, y < 0).where(q - 1, q)
-    return (y == 0).where(self / y, (q == 0).where(self / y * 0, q))
+    return (y == 0).where(self / y, (self.isinf() | self.isnan() | y.isnan()).where(math.nan, (q == 0).where(self / y * 0, q)))
   def fmod(self: Tensor, y: Tensor | Scalar) -> Tensor:
     """C's fmod: the remainder of truncated division, with x's sign (Python's % floors and takes y's); exact for floats
     (see _float_fmod)."""
@@ -356,6 +375,7 @@ class PointwiseMixin:
   def isclose(self: Tensor, other: Tensor | Scalar, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False) -> Tensor:
     """|x - y| <= atol + rtol |y| elementwise, or x == y (infinities of one sign); nan is close to nan only with equal_nan."""
     x, y = self._broadcasted(other)
+    if x.dtype == dtypes.bool: return x == y
     close = (x == y) | ((x - y).abs() <= atol + rtol * y.abs())
     if not dtypes.is_float(x.dtype): return close
     close = close & ~(x.isinf() | y.isinf()) | (x == y)
@@ -380,19 +400,28 @@ class PointwiseMixin:
       r = (1 + e).reciprocal()
       return neg.where(e * r, r)
     return self._math(f)
-  def tanh(self: Tensor) -> Tensor: return self._math(lambda x: 2 * (2 * x).sigmoid() - 1)
+  def tanh(self: Tensor) -> Tensor:
+    """Odd; for |x| < 1/2 its Taylor series, else (1 - u) / (1 + u) with u = exp(-2|x|) <= 1/e, which rounds little
+    and reaches 1 with slope 0. Within 3 ulp of tanh (2 sigmoid(2x) - 1, the old form, cancels near 0: tanh(1e-6)
+    came out 7% off)."""
+    def f(x: Tensor) -> Tensor:  # x >= 0
+      near = x < 0.5
+      xs, u = near.where(x, 0.0), (-2 * x).exp()  # 0 where unused: the series' powers of a large x overflow, and 0 * inf is nan
+      return near.where(xs * _poly(xs * xs, _TANH_NEAR_0[x.dtype.itemsize]), (1 - u) / (1 + u))
+    return self._math(lambda x: _odd(x, f))
   def silu(self: Tensor) -> Tensor: return self * self.sigmoid()
   swish = silu
   def softplus(self: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
     """log(1 + exp(beta x)) / beta, and x itself where beta x > threshold (as PyTorch), computed as
-    (max(bx, 0) + log(1 + exp(-|bx|))) / beta with both kinks on the same side of 0, so the slope at 0 is 1/2."""
+    (max(bx, 0) + log1p(exp(-|bx|))) / beta with both kinks on the same side of 0, so the slope at 0 is 1/2 (log1p: at
+    bx = -20, 1 + exp(bx) would round to 1 and the result to 0, where it is 2.06e-9)."""
     x = self._float()
     bx, neg = x * beta, x * beta < 0
-    return (bx > threshold).where(x, (neg.where(0.0, bx) + (1 + neg.where(bx, -bx).exp()).log()) / beta)
+    return (bx > threshold).where(x, (neg.where(0.0, bx) + neg.where(bx, -bx).exp().log1p()) / beta)
   def elu(self: Tensor, alpha: float = 1.0) -> Tensor:
-    """x for x > 0, else alpha (exp(x) - 1); nan takes the x branch, as PyTorch's backward."""
+    """x for x > 0, else alpha expm1(x) (exp(x) - 1 would give 0 for x = -1e-8); nan takes the x branch, as PyTorch's backward."""
     nonpos = (x := self._float()) <= 0
-    return nonpos.where(alpha * (nonpos.where(x, 0.0).exp() - 1), x)
+    return nonpos.where(alpha * nonpos.where(x, 0.0).expm1(), x)
   def hardtanh(self: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
     """x clipped to [min_val, max_val]; unlike clamp (slope 1 at its bounds) no gradient at the bounds, as PyTorch."""
     return (self <= min_val).where(min_val, (self >= max_val).where(max_val, self))
@@ -432,7 +461,7 @@ class PointwiseMixin:
     """scale * elu(x, alpha) with SELU's constants."""
     return 1.0507009873554804934193349852946 * self.elu(1.6732632423543772848170429916717)
   def celu(self: Tensor, alpha: float = 1.0) -> Tensor: return alpha * (self._float() / alpha).elu()
-  def logsigmoid(self: Tensor) -> Tensor: return -(-self).softplus()
+  def logsigmoid(self: Tensor) -> Tensor: return -(-self).softplus(threshold=math.inf)  # no cut-off: float64 keeps log1p(e^-22)
   def softsign(self: Tensor) -> Tensor: return (x := self._float()) / (1 + x.abs())
   def softmin(self: Tensor, axis: int = -1) -> Tensor: return (-self).softmax(axis)
   def normalize(self: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:

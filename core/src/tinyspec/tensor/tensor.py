@@ -712,11 +712,12 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Lin
     cond, x, y = cond._broadcast_to(shape), x._broadcast_to(shape), y._broadcast_to(shape)
     return x._new(UOp(Ops.WHERE, (cond.uop, x.uop, y.uop)))
   def clamp(self, min: Tensor | Scalar | None = None, max: Tensor | Scalar | None = None) -> Tensor:  # min, max: PyTorch's names
-    """Values clipped to [min, max] (either may be None; where min > max the result is max, as PyTorch). nan stays nan."""
+    """Values clipped to [min, max] (either may be None; where min > max the result is max, as PyTorch). nan stays nan, and
+    a nan bound gives nan, as PyTorch's."""
     if min is None and max is None: raise RuntimeError("clamp: at least one of min and max must be given")
     out = self
-    if min is not None: out, lo = out._broadcasted(min); out = (out < lo).where(lo, out)
-    if max is not None: out, hi = out._broadcasted(max); out = (out > hi).where(hi, out)
+    if min is not None: out, lo = out._broadcasted(min); out = ((out < lo) | lo.isnan()).where(lo, out)
+    if max is not None: out, hi = out._broadcasted(max); out = ((out > hi) | hi.isnan()).where(hi, out)
     return out.isnan().where(out.detach(), out) if dtypes.is_float(out.dtype) else out  # nan: no slope, as PyTorch's x in [min, max]
   clip = clamp
 
@@ -726,7 +727,7 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Lin
     if self.dtype == dtypes.bool or dtypes.is_unsigned(self.dtype): return self
     m = self.maximum(-self)
     return (m == 0).where(m - m.detach(), m) if dtypes.is_float(self.dtype) else m  # v - v is +0.0, with m's slope kept
-  def square(self) -> Tensor: return self * self
+  def square(self) -> Tensor: return (self.cast(dtypes.int64) if self.dtype == dtypes.bool else self) * self  # bool: int64, as PyTorch
   def _math(self, f: Callable[[Tensor], Tensor]) -> Tensor:
     """f computed in a float dtype: ints take the default float; float16 computes in float32 and rounds once at the end (as
     PyTorch does), since the decompositions of EXP2, LOG2, SIN... lose too much in 11 bits."""
@@ -765,8 +766,13 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Lin
     if not dtypes.is_float(self.dtype): return self
     f = self.floor()
     frac, odd = self - f, (f * 0.5).floor() * 2 != f
-    return ((frac > 0.5) | ((frac == 0.5) & odd)).where(f + 1, f)
-  def lerp(self, end: Tensor | Scalar, weight: Tensor | Scalar) -> Tensor: return self + (end - self) * weight
+    r = ((frac > 0.5) | ((frac == 0.5) & odd)).where(f + 1, f)
+    return (r == 0).where(self * 0, r)  # a zero takes x's sign: round(-0.3) is -0.0
+  def lerp(self, end: Tensor | Scalar, weight: Tensor | Scalar) -> Tensor:
+    """self + weight (end - self), from the nearer end as PyTorch's: end - (end - self)(1 - weight) for |weight| >= 1/2, so
+    weight 1 gives end exactly, and lerp(-inf, 2, 0.9) is -inf (not -inf + inf)."""
+    diff = end - self
+    return ((weight if isinstance(weight, Tensor) else self._const_like(weight)).abs() < 0.5).where(self + diff * weight, end - diff * (1 - weight))
 
   # ---- the basic reductions: sum and max (the rest, prod and min among them, are in reduce.py) ----
   def _axes(self, axis: int | tuple[int, ...] | list[int] | None) -> tuple[int, ...]:

@@ -13,6 +13,7 @@ import numpy as np
 
 from tinyspec.dtype import SINTS, dtypes
 from tinyspec.tensor.movement import resolve_dim, shape_arg
+from tinyspec.tensor.pointwise import _float_operands
 
 if TYPE_CHECKING:
   from tinyspec.tensor.tensor import Scalar, Tensor
@@ -297,8 +298,9 @@ class TorchNamesMixin:
     if not isinstance(q, type(self)) and any(not 0 <= v <= 1 for v in ((q,) if isinstance(q, (int, float)) else q)):
       raise ValueError(f"quantile: q must be in [0, 1], got {q}")
     one_q = isinstance(q, (int, float)) or (isinstance(q, type(self)) and q.ndim == 0)
-    qs = (q if isinstance(q, type(self)) else type(self)([q] if one_q else list(q), device=self.device)).reshape(-1).cast(self.dtype)
-    x, d = (self.flatten(), 0) if dim is None else (self, resolve_dim(dim, self.ndim))
+    qs = q if isinstance(q, type(self)) else type(self)([q] if one_q else list(q), dtype=self.dtype, device=self.device)
+    qs = qs.reshape(-1).cast(self.dtype)
+    x, d = (self.flatten(), 0) if dim is None or self.ndim == 0 else (self, resolve_dim(dim, self.ndim))
     values = x.sort(d)[0].movedim(d, -1)  # (..., n)
     n, rank = values.shape[-1], qs * (values.shape[-1] - 1)
     if n == 0: raise IndexError(f"quantile: cannot take a quantile of an empty dim of shape {self.shape}")
@@ -307,9 +309,9 @@ class TorchNamesMixin:
       return values.unsqueeze(-2).expand(*values.shape[:-1], qs.numel(), n).gather(-1, idx).squeeze(-1)
     lo, hi = rank.floor(), rank.ceil()
     out = {"lower": lambda: at(lo), "higher": lambda: at(hi), "nearest": lambda: at(rank.round()), "midpoint": lambda: (at(lo) + at(hi)) * 0.5,
-           "linear": lambda: at(lo) + (at(hi) - at(lo)) * (rank - lo)}[interpolation]()
+           "linear": lambda: at(lo).lerp(at(hi), rank - lo)}[interpolation]()
     out = x.isnan().any(d).unsqueeze(-1).where(math.nan, out).movedim(-1, 0)  # (len(q), ...)
-    if keepdim: out = out.reshape(out.shape[:1] + ((1,) * self.ndim if dim is None else self.shape[:d] + (1,) + self.shape[d + 1:]))
+    if keepdim and self.ndim: out = out.reshape(out.shape[:1] + ((1,) * self.ndim if dim is None else self.shape[:d] + (1,) + self.shape[d + 1:]))
     return out[0] if one_q else out
 
   # ---- counting: the output's length is read from the data (one read back) ----
@@ -352,9 +354,10 @@ class TorchNamesMixin:
   # ---- pointwise ----
   def atan2(self: Tensor, other: Tensor | Scalar) -> Tensor:
     """The angle of the point (other, self) in (-pi, pi], with C's signed zeros and infinities: atan of the smaller of |y|,
-    |x| over the larger (so no quotient overflows), then reflected into the point's octant; the sign is y's."""
-    y, x = self._float()._broadcasted(other)
-    ay, ax = y.abs(), x.abs()
+    |x| over the larger (so no quotient overflows), then reflected into the point's octant; the sign is y's. |y| and |x|
+    take their sign bits off, so their slopes at 0 are +-1 (abs's is 0): the gradient at y = 0 is 1 / x, as PyTorch's."""
+    y, x = _float_operands(self, other)
+    ay, ax = y.signbit().where(-y, y), x.signbit().where(-x, x)
     both_inf = ay.isinf() & ax.isinf()
     steep = ay > ax
     lo, hi = steep.where(ax, ay), steep.where(ay, ax)
@@ -364,7 +367,7 @@ class TorchNamesMixin:
     return (x.isnan() | y.isnan()).where(math.nan, y.signbit().where(-r, r))
   def hypot(self: Tensor, other: Tensor | Scalar) -> Tensor:
     """sqrt(x^2 + y^2) without overflow or underflow in the squares (scaled by the larger); inf if either is inf, nan too."""
-    x, y = self._float()._broadcasted(other)
+    x, y = _float_operands(self, other)
     ax, ay = x.abs(), y.abs()
     big, small = ax.maximum(ay), ax.minimum(ay)
     safe = (big == 0) | big.isinf()
@@ -379,7 +382,7 @@ class TorchNamesMixin:
   def xlogy(self: Tensor, other: Tensor | Scalar) -> Tensor:
     """x * log(y), 0 where x is 0 (unless y is nan). The slope in x is log(y) there too, as PyTorch's (for a finite y > 0;
     0 at y = 0 and inf, where PyTorch's is infinite)."""
-    x, y = self._float()._broadcasted(other)
+    x, y = _float_operands(self, other)
     zero = (x == 0) & ~y.isnan()
     slope = (zero & (y > 0) & y.isfinite()).where(y, 1.0).log().detach()  # 0 where unused, and never inf: 0 * inf is nan
     return zero.where(x * slope - (x * slope).detach(), x * y.log())  # v - v is +0.0 (x * slope is -0.0 for a negative slope)
@@ -408,5 +411,5 @@ class TorchNamesMixin:
     return x.minimum(y) if not dtypes.is_float(x.dtype) else x.isnan().where(y, y.isnan().where(x, x.minimum(y)))
   def logaddexp2(self: Tensor, other: Tensor | Scalar) -> Tensor:
     """log2(2^x + 2^y)."""
-    x, y = self._float()._broadcasted(other)
+    x, y = _float_operands(self, other)
     return (x * math.log(2)).logaddexp(y * math.log(2)) * (1 / math.log(2))

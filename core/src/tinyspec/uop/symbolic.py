@@ -5,8 +5,9 @@ IDIV and MOD are floor division and floor modulo (see docs/spec.md), which makes
 from __future__ import annotations
 
 import collections
+import math
 
-from tinyspec.dtype import INTS, dtypes
+from tinyspec.dtype import FLOATS, INTS, dtypes
 from tinyspec.uop.ops import GroupOp, Ops
 from tinyspec.uop.rewrite import PatternMatcher, UPat, graph_rewrite
 from tinyspec.uop.uop import UOp, exec_alu
@@ -45,6 +46,7 @@ def _term(u: UOp) -> tuple[UOp, int]:
 def _times(base: UOp, k: int) -> UOp: return base * k if k != 1 else base
 def _plus1(c: UOp) -> UOp: return UOp.const(c.arg[0] + 1, c.dtype)
 
+def _is_minus_zero(c: UOp) -> bool: return c.arg[0] == 0 and math.copysign(1.0, c.arg[0]) < 0
 def _divides(d: UOp, k: UOp) -> bool: return d.arg[0] > 0 and k.arg[0] % d.arg[0] == 0
 def _fits(n: UOp, y: UOp, c: UOp, m: UOp) -> bool:
   """For n = x*c + y: whether 0 <= y < c always, c divides m > 0 and n cannot wrap; then n divided by m is x divided by
@@ -144,7 +146,8 @@ pm_fold_consts = PatternMatcher([
 
 # identities: nodes that equal one of their sources or a constant, whatever the values
 pm_identities = PatternMatcher([
-  (anyx + 0, lambda x: x),                                                               # x + 0 -> x
+  (x + 0, lambda x: x),                                                                  # x + 0 -> x (ints)
+  (UPat.var("f", FLOATS) + UPat.cvar("z"), lambda f, z: f if _is_minus_zero(z) else None),   # f + -0.0 -> f (f + 0.0 is not: -0.0 + 0.0 is +0.0)
   (anyx * 1, lambda x: x),                                                               # x * 1 -> x
   (x * 0, lambda x: UOp.const(0, x.dtype)),                                              # x * 0 -> 0
   (x // 1, lambda x: x),                                                                 # x // 1 -> x
