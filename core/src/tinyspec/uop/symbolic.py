@@ -265,8 +265,9 @@ def _index_given_valid(buf: UOp, idx: UOp, alt: UOp, valid: UOp) -> UOp | None:
   variable of the narrower interval while `sym` runs, then is put back. The index is only used where the gate holds; an
   index that reads memory (a gather's, `one_hot_reads`) is left as it is, since those reads run whether or not the gate
   holds, and their own gates must stay."""
+  if not (bounds := bounds_given(valid)): return None
   nodes = idx.toposort()
-  if not (bounds := bounds_given(valid)) or any(u.op is Ops.LOAD for u in nodes): return None
+  if any(u.op is Ops.LOAD for u in nodes): return None
   narrowed = [(u, b) for u in nodes if u.dtype == dtypes.index and u.op is not Ops.CONST
               and (b := bounds.get(_sum_key(u))) and b != u.min_max and b[0] <= b[1]]
   if not narrowed: return None
