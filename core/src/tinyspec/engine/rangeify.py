@@ -257,9 +257,7 @@ def _one_hot_select(red: UOp) -> bool:
   so there is no rounding to spread, and a split would hide the position from the kernel."""
   (x,), (op, axes) = red.src, red.arg
   if op not in (Ops.ADD, Ops.MAX) or x.op is not Ops.WHERE: return False
-  identity = x.src[2]
-  while identity.op in GroupOp.Movement: identity = identity.src[0]
-  if identity is not reduce_identity(op, red.dtype): return False
+  if base_buffer(x.src[2]) is not reduce_identity(op, red.dtype): return False  # under its broadcast
   todo = [(x.src[0], frozenset(axes))]
   while todo:
     g, axes = todo.pop()

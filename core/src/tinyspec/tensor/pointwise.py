@@ -363,7 +363,7 @@ class PointwiseMixin:
     f, q = self._float_fmod(y)
     q = q.isnan().where(self / y, q)
     q = _off_sign(f, y < 0).where(q - 1, q)
-    return (y == 0).where(self / y, (self.isinf() | self.isnan() | y.isnan()).where(math.nan, (q == 0).where(self / y * 0, q)))
+    return (y == 0).where(self / y, (~self.isfinite() | y.isnan()).where(math.nan, (q == 0).where(self / y * 0, q)))
   def fmod(self: Tensor, y: Tensor | Scalar) -> Tensor:
     """C's fmod: the remainder of truncated division, with x's sign (Python's % floors and takes y's); exact for floats
     (see _float_fmod)."""

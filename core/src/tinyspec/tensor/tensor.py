@@ -772,7 +772,8 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Lin
     """self + weight (end - self), from the nearer end as PyTorch's: end - (end - self)(1 - weight) for |weight| >= 1/2, so
     weight 1 gives end exactly, and lerp(-inf, 2, 0.9) is -inf (not -inf + inf)."""
     diff = end - self
-    return ((weight if isinstance(weight, Tensor) else self._const_like(weight)).abs() < 0.5).where(self + diff * weight, end - diff * (1 - weight))
+    if not isinstance(weight, Tensor): return self + diff * weight if abs(weight) < 0.5 else end - diff * (1 - weight)  # one side only
+    return (weight.abs() < 0.5).where(self + diff * weight, end - diff * (1 - weight))
 
   # ---- the basic reductions: sum and max (the rest, prod and min among them, are in reduce.py) ----
   def _axes(self, axis: int | tuple[int, ...] | list[int] | None) -> tuple[int, ...]:
