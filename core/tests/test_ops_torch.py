@@ -6,6 +6,7 @@ import math
 import numpy as np
 import pytest
 from tinyspec import Tensor, dtypes
+from tinyspec.uop.ops import Ops
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
@@ -612,3 +613,22 @@ def test_nan_infinities_signed_zeros_and_promotions_match_pytorch():
     ty.atan2(tx).sum().backward(); torch.atan2(py, px).sum().backward()
     np.testing.assert_allclose(ty.grad.numpy(), py.grad.numpy(), rtol=1e-6)
     np.testing.assert_allclose(tx.grad.numpy(), px.grad.numpy(), rtol=1e-6)
+
+@pytest.mark.parametrize("device", ["PYTHON", None])  # PYTHON decomposes DIV (isel's scaled reciprocal); the default device may divide natively
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+def test_division_by_tiny_huge_zero_and_infinite_divisors(device, dtype):
+  from tinyspec.device import Device
+  f = np.finfo(dtype)
+  a = np.array([0, 1e-30, 7, -3, 1, f.max, f.tiny, f.smallest_subnormal, 0, 5, np.inf, np.nan, -0.0, 2, 6], dtype)
+  b = np.array([f.smallest_subnormal, f.smallest_subnormal, 3, f.max / 4, f.max, 3, f.max, f.smallest_subnormal, 0, -0.0, 2, 1, 1e-30,
+                np.inf, 4], dtype)
+  dev = device or Device.DEFAULT
+  (ta, pa), (tb, pb) = [(Tensor(v, device=dev, requires_grad=True), torch.tensor(v, requires_grad=True))
+                        for v in (a, b)]
+  got, want = ta / tb, pa / pb
+  # a native DIV is correctly rounded, as PyTorch's; a * recip(b) rounds twice, but is never an inf or nan where the
+  # quotient is finite (0 / 1e-40 is 0, not 0 * inf)
+  rtol = 0 if Ops.DIV in Device[dev].renderer.native else 2 * float(f.eps)
+  np.testing.assert_allclose(got.numpy(), want.detach().numpy(), rtol=rtol, atol=0)
+  got.sum().backward(); want.sum().backward()  # (g / b, -g (a / b) / b), as PyTorch
+  for ours, theirs in ((ta, pa), (tb, pb)): np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=2 * rtol, atol=0)

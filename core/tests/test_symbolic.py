@@ -1,4 +1,6 @@
 """The symbolic simplifier: each rule family on its classic case, and property tests that simplifying never changes a value."""
+import math
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -249,3 +251,11 @@ def test_a_gated_loads_index_uses_the_bounds_its_gate_sets():
   # a gate that narrows nothing the index holds, or nothing at all, leaves the load as it was
   for gate in (UOp.variable("q", 0, 9) < 5, r < 100, w < 40):
     assert graph_rewrite(load(r + (r // 33) * 1089, gate), sym + pm_index_given_valid) is graph_rewrite(load(r + (r // 33) * 1089, gate), sym)
+
+def test_a_division_by_a_power_of_two_is_a_multiplication():
+  f = UOp.variable("i", 0, 10).cast(dtypes.float32)
+  for c, want in ((4.0, 0.25), (-0.5, -2.0), (2.0 ** 14, 2.0 ** -14)):
+    out = simplify(UOp(Ops.DIV, (f, UOp.const(c, dtypes.float32))))
+    assert out.op is Ops.MUL and out.src[1].arg[0] == want  # 1/c is exact, so x * (1/c) rounds as x / c does
+  for c in (3.0, 2.0 ** 20, 0.0, math.inf):  # 1/3 is inexact; 2**-20 is subnormal in float16; 1/0, 1/inf are no exact scale
+    assert simplify(UOp(Ops.DIV, (f, UOp.const(c, dtypes.float32)))).op is Ops.DIV

@@ -96,6 +96,7 @@ def _function(ctx: UOp, ret: UOp, fn: UOp) -> tuple[UOp | None, ...]:
   return tuple(out)
 
 def _none(ret: UOp) -> tuple[None, ...]: return (None,) * len(ret.src)
+def _div(a: UOp, b: UOp) -> UOp: return UOp(Ops.DIV, (a, b))
 
 def _cos(x: UOp) -> UOp:
   """cos x for SIN's gradient: by the exact reduction (sin(x + pi/2) rounds x + pi/2 first, 0.1 off at 1e6 in float32)."""
@@ -116,7 +117,7 @@ pm_gradient = PatternMatcher([
   (UPat(Ops.WHERE, name="ret"), lambda ctx, ret: (None, ret.src[0].where(ctx, 0.0), ret.src[0].where(0.0, ctx))),  # gate: none
   (UPat(Ops.NEG), lambda ctx: (-ctx,)),                                                              # d(-x) = -g
   (UPat(Ops.SUB), lambda ctx: (ctx, -ctx)),                                                          # d(a-b) = (g, -g)
-  (UPat(Ops.DIV, name="ret"), lambda ctx, ret: (ctx * ret.src[1].recip(), -ctx * ret * ret.src[1].recip())),  # (g/b, -g a/b^2)
+  (UPat(Ops.DIV, name="ret"), lambda ctx, ret: (_div(ctx, ret.src[1]), -ctx * _div(ret, ret.src[1]))),  # (g/b, -g (a/b)/b), as PyTorch
   (UPat(Ops.MULACC, name="ret"), lambda ctx, ret: (ctx * ret.src[1], ctx * ret.src[0], ctx)),        # d(ab+c) = (gb, ga, g)
   (UPat(Ops.EXP2, name="ret"), lambda ctx, ret: (ctx * ret * _LN2,)),                                # d 2^x = g 2^x ln 2
   (UPat(Ops.LOG2, name="ret"), lambda ctx, ret: (ctx * ret.src[0].recip() * (1 / _LN2),)),           # d log2 x = g / (x ln 2)

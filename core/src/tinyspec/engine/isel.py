@@ -29,16 +29,27 @@ def _sqrt(a: UOp, y: UOp) -> UOp:
   sqrt(-0.0) = -0.0), inf, nan and negative a keep y."""
   return ((a < math.inf) & (UOp.const(0.0, a.dtype) < a)).where(y + (a * y.recip() + -y) * 0.5, a.eq(0.0).where(a, y))
 
+def _div(a: UOp, b: UOp) -> UOp:
+  """a / b as a * recip(b), both scaled by 2**k first where |b| < 2**-k (recip(b) would overflow: 0 / 1e-40 would be
+  0 * inf) or |b| > 2**k (recip(b) would be subnormal and lose bits), k half the exponent's range. Scaling by a power of
+  two is exact, so this is the product's two roundings, as before, with no spurious inf, nan or lost digits; a native
+  DIV is correctly rounded."""
+  k = 2.0 ** ((T.FORMATS[a.dtype.scalar()][2] + 1) // 2)  # 2**64 for float32, 2**512 for float64
+  tiny, huge = (b < 1 / k) & (-1 / k < b), (k < b) | (b < -k)  # false for nan: it passes through unscaled
+  s = tiny.where(UOp.const(k, a.dtype), huge.where(UOp.const(1 / k, a.dtype), UOp.const(1.0, a.dtype)))
+  return (a * s) * (b * s).recip()
+
 # 16-bit floats compute in float32: their results round to 11 or 8 bits, which float32 arithmetic covers with room to spare
+# (a half's reciprocal overflows for |b| < 2**-16, well inside its subnormals, so DIV widens too)
 pm_widen_half = PatternMatcher([
-  (UPat(op, HALF, name="u"), _widen) for op in (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.POW)      # f(x) -> half(f(float32(x)))
+  (UPat(op, HALF, name="u"), _widen) for op in (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.POW, Ops.DIV)  # f(x) -> half(f(float32(x)))
 ])
 
 # the rows of seed 001's table; each result may hold other decomposed ops, which are rewritten in turn unless native
 pm_decompose = PatternMatcher([
   (UPat(Ops.NEG, src=(a,)), lambda a: UOp(Ops.MUL, (a, UOp.const(-1, a.dtype)))),                    # -a -> a * -1
   (UPat(Ops.SUB, src=(a, b)), lambda a, b: a + _u(Ops.NEG, b)),                                      # a - b -> a + (-b)
-  (UPat(Ops.DIV, src=(a, b)), lambda a, b: a * b.recip()),                                           # a / b -> a * recip(b)
+  (UPat(Ops.DIV, src=(a, b)), _div),                                                                 # a / b -> a * recip(b), scaled
   (UPat(Ops.CMPGT, src=(a, b)), lambda a, b: b < a),                                                 # a > b -> b < a
   (UPat(Ops.CMPGE, src=(a, b)), lambda a, b: (a < b).ne(True)),                                      # a >= b -> (a < b) != 1
   (UPat(Ops.CMPLE, src=(a, b)), lambda a, b: (b < a).ne(True)),                                      # a <= b -> (b < a) != 1

@@ -547,7 +547,8 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Lin
     x, y = self._broadcasted(y, reverse)
     return x._new(UOp(Ops.AND if x.dtype == dtypes.bool else Ops.MUL, (x.uop, y.uop)))
   def div(self, y: Tensor | Scalar, reverse: bool = False, rounding_mode: str | None = None) -> Tensor:
-    """self / y: true division (ints give the default float) as MUL(x, RECIP(y)); rounding_mode "floor" or "trunc" as PyTorch."""
+    """self / y: true division (ints give the default float) as DIV, IEEE's correctly rounded quotient where the backend
+    divides natively (isel's decomposition elsewhere); rounding_mode "floor" or "trunc" as PyTorch."""
     if rounding_mode == "floor": return self.floordiv(y, reverse)
     # true division of an int tensor by a Python scalar goes to float first, so the scalar is not wrapped (uint8 / -2 is -x/2)
     x, y = (self if rounding_mode is not None or isinstance(y, Tensor) else self._float())._broadcasted(y, reverse)
@@ -558,7 +559,7 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Lin
       return (x / y).trunc()
     if rounding_mode is not None: raise RuntimeError(f"div: rounding_mode must be None, 'floor' or 'trunc', got {rounding_mode!r}")
     x, y = x._float(), y._float()
-    return x._new(x.uop * y.uop.recip())
+    return x._new(UOp(Ops.DIV, (x.uop, y.uop)))
   def floordiv(self, y: Tensor | Scalar, reverse: bool = False) -> Tensor:
     """floor(self / y), PyTorch's floor_divide: IDIV for ints (x // 0 is 0 here; PyTorch raises), pointwise._float_floordiv for floats."""
     x, y = self._broadcasted(y, reverse)

@@ -98,7 +98,7 @@ OPS: dict[Ops, OpInfo] = {
   Ops.WHERE: OpInfo("ternary", (3, 3), "(P, A, B)", "—", "A where P != 0, else B."),
   Ops.NEG: OpInfo("decomposed", (1, 1), "(A,)", "—", "-x = MUL(A, -1)"),
   Ops.SUB: OpInfo("decomposed", (2, 2), "(A, B)", "—", "a - b = ADD(A, NEG(B))"),
-  Ops.DIV: OpInfo("decomposed", (2, 2), "(A, B)", "—", "a / b = MUL(A, RECIP(B))"),
+  Ops.DIV: OpInfo("decomposed", (2, 2), "(A, B)", "—", "a / b = MUL(A, RECIP(B)), both scaled by a power of two where 1/b would overflow or be subnormal"),
   Ops.CMPGT: OpInfo("decomposed", (2, 2), "(A, B)", "—", "[a > b] = CMPLT(B, A)"),
   Ops.CMPGE: OpInfo("decomposed", (2, 2), "(A, B)", "—", "[a >= b] = CMPNE(CMPLT(A, B), 1)"),
   Ops.CMPLE: OpInfo("decomposed", (2, 2), "(A, B)", "—", "[a <= b] = CMPNE(CMPLT(B, A), 1)"),

@@ -47,6 +47,11 @@ def _times(base: UOp, k: int) -> UOp: return base * k if k != 1 else base
 def _plus1(c: UOp) -> UOp: return UOp.const(c.arg[0] + 1, c.dtype)
 
 def _is_minus_zero(c: UOp) -> bool: return c.arg[0] == 0 and math.copysign(1.0, c.arg[0]) < 0
+def _exact_reciprocal(c: UOp) -> float | None:
+  """1/c for a constant c = +-2**e, |e| <= 14: exact in every float format (float16's normals reach 2**-14), so a
+  division by c is a multiplication by it, rounded once just the same."""
+  m, e = math.frexp(c.arg[0]) if math.isfinite(c.arg[0]) else (0, 0)
+  return 1 / c.arg[0] if abs(m) == 0.5 and abs(e - 1) <= 14 else None
 def _divides(d: UOp, k: UOp) -> bool: return d.arg[0] > 0 and k.arg[0] % d.arg[0] == 0
 def _fits(n: UOp, y: UOp, c: UOp, m: UOp) -> bool:
   """For n = x*c + y: whether 0 <= y < c always, c divides m > 0 and n cannot wrap; then n divided by m is x divided by
@@ -149,6 +154,7 @@ pm_identities = PatternMatcher([
   (x + 0, lambda x: x),                                                                  # x + 0 -> x (ints)
   (UPat.var("f", FLOATS) + UPat.cvar("z"), lambda f, z: f if _is_minus_zero(z) else None),   # f + -0.0 -> f (f + 0.0 is not: -0.0 + 0.0 is +0.0)
   (anyx * 1, lambda x: x),                                                               # x * 1 -> x
+  (UPat(Ops.DIV, src=(anyx, UPat.cvar("c"))), lambda x, c: None if (r := _exact_reciprocal(c)) is None else x * r),  # x / 4 -> x * 0.25
   (x * 0, lambda x: UOp.const(0, x.dtype)),                                              # x * 0 -> 0
   (x // 1, lambda x: x),                                                                 # x // 1 -> x
   (x // -1, lambda x: -x),                                                               # x // -1 -> -x
