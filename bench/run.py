@@ -46,6 +46,8 @@ BENCHES: list[tuple[str, str, str, float | None]] = [
   ("sum", "sum of 16M float32", "GB/s", 4 * M16),
   ("softmax", "softmax over (4096,1024), last axis (in + out)", "GB/s", 2 * 4 * 4096 * 1024),
   ("conv", "conv2d (8,64,56,56) x (64,64,3,3), padding 1", "GFLOP/s", 2 * 8 * 64 * 56 * 56 * 64 * 9),
+  ("sort", "sort of 1M float32 (values)", "M elements/s", 1 << 20),
+  ("topk", "topk(50) of 50257 float32 (a GPT-2 vocabulary's logits)", "M elements/s", 50257),
   ("gpt", f"GPT training step (examples/gpt.py's model, {gpt_step.BATCH}x{gpt_step.CONTEXT} tokens, AdamW)", "k tokens/s", gpt_step.TOKENS),
   ("cnn", f"CNN training step (examples/cnn.py's model, {cnn_step.BATCH} 16x16 images, BatchNorm, Adam)", "k images/s", cnn_step.BATCH),
   ("first", f"first call of ((a+b)*c).sum(), {dispatch.N} floats (compile cache warm)", "ms", None),
@@ -54,7 +56,7 @@ BENCHES: list[tuple[str, str, str, float | None]] = [
   ("cold", "cold first call of the same, empty compile cache", "ms", None),
 ]
 SCALE = {"ms": 1e3, "us": 1e6}
-PER_SECOND = {"GFLOP/s": 1e9, "GB/s": 1e9, "k tokens/s": 1e3, "k images/s": 1e3}  # work per second is divided by this
+PER_SECOND = {"GFLOP/s": 1e9, "GB/s": 1e9, "M elements/s": 1e6, "k tokens/s": 1e3, "k images/s": 1e3}  # work per second is divided by this
 THROUGHPUT = [k for k, _, _, work in BENCHES if work is not None]
 LARGEST = {"matmul2048", "conv"}  # left out by --quick
 TRAINING = {"gpt": gpt_step, "cnn": cnn_step}  # rows that time a whole training step, each module's measure()
@@ -128,7 +130,7 @@ def _np_softmax(x: np.ndarray) -> np.ndarray:
   return e / e.sum(-1, keepdims=True)
 
 OPS_NUMPY = {"matmul": lambda a, b: a @ b, "fma": lambda a, b, c: a * b + c, "sum": lambda a: a.sum(), "softmax": _np_softmax,
-             "conv": _np_conv}
+             "conv": _np_conv, "sort": np.sort, "topk": lambda a: -np.sort(-np.partition(a, len(a) - 50)[-50:])}
 
 class Backend:
   """One system in a worker: how to make its tensors, run each benchmark's expression to completion, and read results."""
@@ -138,11 +140,13 @@ class Backend:
     if self.lib == "torch":
       import torch
       self.torch = torch
-      self.ops = {**OPS_NUMPY, "softmax": lambda a: torch.softmax(a, -1), "conv": lambda a, w: torch.nn.functional.conv2d(a, w, padding=1)}
+      self.ops = {**OPS_NUMPY, "softmax": lambda a: torch.softmax(a, -1), "conv": lambda a, w: torch.nn.functional.conv2d(a, w, padding=1),
+                  "sort": lambda a: torch.sort(a)[0], "topk": lambda a: torch.topk(a, 50)[0]}
     elif self.lib in ("tinyspec", "tinygrad"):
       lib = importlib.import_module(self.lib)  # both export Tensor and Device, a registry whose items have synchronize()
       self.Tensor, self.runtime = lib.Tensor, lib.Device[self.device]
-      self.ops = {**OPS_NUMPY, "softmax": lambda a: a.softmax(-1), "conv": lambda a, w: a.conv2d(w, padding=1)}
+      self.ops = {**OPS_NUMPY, "softmax": lambda a: a.softmax(-1), "conv": lambda a, w: a.conv2d(w, padding=1),
+                  "sort": lambda a: a.sort()[0], "topk": lambda a: a.topk(50)[0]}
     else: self.ops = OPS_NUMPY
 
   def tensor(self, x: np.ndarray) -> Any:
@@ -166,6 +170,7 @@ def _inputs(key: str, rng: np.random.Generator) -> tuple[str, list[np.ndarray]]:
   if key == "fma": return "fma", [rng.standard_normal(M16, dtype=np.float32) for _ in range(3)]
   if key == "sum": return "sum", [rng.random(M16, dtype=np.float32)]
   if key == "softmax": return "softmax", [rng.standard_normal((4096, 1024), dtype=np.float32)]
+  if key in ("sort", "topk"): return key, [rng.standard_normal(1 << 20 if key == "sort" else 50257, dtype=np.float32)]
   return "conv", [rng.standard_normal((8, 64, 56, 56), dtype=np.float32), rng.standard_normal((64, 64, 3, 3), dtype=np.float32) / 24]
 
 BUDGET = 20.0  # seconds of timed calls per figure: a system slow at a size gets fewer calls (down to one), with a note

@@ -6,6 +6,7 @@ import math
 import numpy as np
 import pytest
 from tinyspec import Tensor, dtypes
+from tinyspec.tensor import sorting
 from tinyspec.uop.ops import Ops
 
 torch = pytest.importorskip("torch")
@@ -168,8 +169,14 @@ def test_dropout_only_in_training():
 # ---- sorting, einsum, repeat_interleave, pad modes, interpolate ----
 TIES = np.array([[3, 1, 2, 1, np.nan, -np.inf, 2], [0, 0, 0, 5, -1, 7, 7]], np.float32)
 
+@pytest.fixture(params=["ranks", "bitonic"])
+def sort_way(request, monkeypatch):
+  """Each sort test both ways: the (n, n) ranks, and the bitonic network that larger sorts take (forced here)."""
+  if request.param == "bitonic": monkeypatch.setattr(sorting, "RANK_WORK", 0)
+  return request.param
+
 @pytest.mark.parametrize("descending", [False, True])
-def test_sort_is_stable_with_nan_last_as_pytorch(descending, pytorch_ints):
+def test_sort_is_stable_with_nan_last_as_pytorch(descending, pytorch_ints, sort_way):
   v, i = Tensor(TIES).sort(1, descending=descending)
   tv, ti = torch.sort(torch.tensor(TIES), dim=1, descending=descending, stable=True)
   np.testing.assert_array_equal(v.numpy(), tv.numpy())
@@ -177,7 +184,7 @@ def test_sort_is_stable_with_nan_last_as_pytorch(descending, pytorch_ints):
   assert i.dtype.name == "int64"
   np.testing.assert_array_equal(Tensor(TIES).argsort(1, descending).numpy(), ti.numpy())
 
-def test_sort_values_carry_the_gradient_and_topk():
+def test_sort_values_carry_the_gradient_and_topk(sort_way):
   y = rng.standard_normal((4, 5, 6)).astype(np.float32)
   w = np.arange(6, dtype=np.float32)
   check(lambda x: x.sort(2, descending=True)[0] * Tensor(w), lambda x: torch.sort(x, 2, descending=True)[0] * torch.tensor(w), y)
@@ -187,6 +194,21 @@ def test_sort_values_carry_the_gradient_and_topk():
   np.testing.assert_array_equal(v.numpy(), torch.topk(torch.tensor(TIES), 3, 1)[0].numpy())
   assert i.numpy().tolist() == [[4, 0, 2], [5, 6, 3]]
   with pytest.raises(RuntimeError, match="out of range"): Tensor(y).topk(7, -1)
+
+SORTABLE = {"float32": [0.0, -0.0, np.nan, -np.nan, np.inf, -np.inf, 1e-45, -1e-45, 2.5, -2.5], "float64": [0.0, -0.0, np.nan, 1e308, -1e-320, 3.0],
+            "float16": [0.0, -0.0, np.nan, 65504, -6e-8, 1.5], "int8": [-128, 127, 0, -1, 5], "int32": [-2**31, 2**31 - 1, 0, -1, 7],
+            "int64": [-2**63, 2**63 - 1, 0, -1, 2**40], "uint8": [0, 255, 1, 128], "bool": [True, False]}
+
+@pytest.mark.parametrize("dtype", list(SORTABLE))
+@pytest.mark.parametrize("descending", [False, True])
+def test_sort_every_dtype_both_ways_matches_pytorch(dtype, descending, sort_way):
+  # ties, signed zeros, nans of both signs, subnormals and the dtype's extremes, in rows of 3 to 70 (padding to 4 ... 128)
+  for n in (3, 70):
+    a = np.array(SORTABLE[dtype], dtype=dtype)[rng.integers(0, len(SORTABLE[dtype]), (2, n))]
+    v, i = Tensor(a).sort(-1, descending=descending)
+    tv, ti = torch.sort(torch.tensor(a), dim=-1, descending=descending, stable=True)
+    np.testing.assert_array_equal(i.numpy(), ti.numpy())
+    np.testing.assert_array_equal(v.numpy(), tv.numpy())  # -0.0 and 0.0 in their places: the values are read at the indices
 
 EINSUMS = ["ij,jk->ik", "ij,jk", "bij,kj->bik", "...j,jk->...k", "ij,kl->ikjl", "ij->", "ij->ji", "bij,bjk->bik", "ii->i", "ii", "iij,jk->ik"]
 

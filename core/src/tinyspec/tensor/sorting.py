@@ -1,17 +1,79 @@
-"""Sorting as composition: each element's rank along the axis is the count of elements that come before it (smaller, or
-equal and earlier: a stable order, nan after every number as PyTorch), and a one-hot of the ranks places values and
-indices. It is O(n^2) in the axis' length (an (n, n) comparison per row): meant for the axes models sort (top-k over a
-vocabulary, a few thousand at most), not for sorting millions of values. The values keep their gradient (through the
-one-hot's WHERE); the indices have none."""
+"""Sorting as composition, two ways to one stable order (equal values keep their order, nan after every number, as
+PyTorch's stable sort):
+
+- small work: each element's rank along the axis is the count of elements that come before it (smaller, or equal and
+  earlier), and a one-hot of the ranks places values and indices. One kernel, but an (n, n) comparison per row: O(n^2).
+- large work (rows * n^2 past `RANK_WORK`): a bitonic network over the axis padded to a power of two m, log2(m) (log2(m)
+  + 1) / 2 compare-exchange steps of m/2 pairs each, one elementwise kernel per step. Each element travels as one uint64
+  key, its value's bits made unsigned-ordered in the high word and its index in the low word, so a compare-exchange is
+  a min and a max and ties fall to the index; the values are then read at the sorted indices (one load each). 64-bit
+  dtypes leave no room for the index: their keys and indices travel as a pair.
+
+The values keep their gradient (through the one-hot's WHERE, or the gather); the indices have none."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tinyspec.dtype import dtypes, position_dtype
+import math
+
+from tinyspec.dtype import DType, dtypes, position_dtype
 from tinyspec.tensor.movement import resolve_dim
 
 if TYPE_CHECKING:
   from tinyspec.tensor.tensor import Tensor
+
+
+RANK_WORK = 1 << 28  # rows * n^2 comparisons (tens of ms on a CPU core) past which the bitonic network is the faster way
+
+
+def _ordered_bits(x: Tensor, descending: bool) -> Tensor:
+  """Unsigned ints (uint32, uint64 for 64-bit dtypes) whose order is x's sort order: a float's sign bit flipped, or all its
+  bits where it is negative; an int's sign bit flipped. -0.0 is +0.0 and every nan the one largest key; descending
+  inverts them all."""
+  wide = x.dtype.itemsize == 8
+  u, top = (dtypes.uint64, 1 << 63) if wide else (dtypes.uint32, 1 << 31)
+  if dtypes.is_float(x.dtype):
+    f = x if wide else x.float()  # float16 and bfloat16 widen exactly
+    bits = f.isnan().where(math.nan, f + 0.0).bitcast(u)  # x + 0.0 turns -0.0 into +0.0
+    key = (bits >= top).where(~bits, bits | top)
+  elif dtypes.is_unsigned(x.dtype) or x.dtype == dtypes.bool: key = x.cast(u)
+  else: key = x.cast(dtypes.int64 if wide else dtypes.int32).bitcast(u) ^ top
+  return ~key if descending else key
+
+def _bitonic(state: list[Tensor], swap) -> list[Tensor]:
+  """The tensors of `state` (..., m), m a power of two, put in order by a bitonic network: at each step the axis is cut
+  into blocks of 2j as (lo, hi) halves of j, and where swap(lo, hi) holds the two trade places. The first step of each
+  merge of width 2j compares the lower half with the upper one reversed, so every step sorts the same way."""
+  pre, m = state[0].shape[:-1], state[0].shape[-1]
+  def step(state: list[Tensor], j: int, reversed_hi: bool) -> list[Tensor]:
+    halves = [t.reshape(pre + (m // (2 * j), 2, j)) for t in state]
+    lo, hi = [h[..., 0, :] for h in halves], [h[..., 1, :] for h in halves]
+    if reversed_hi: hi = [h.flip(-1) for h in hi]
+    trade = swap(lo, hi)
+    new_lo, new_hi = [trade.where(b, a) for a, b in zip(lo, hi)], [trade.where(a, b) for a, b in zip(lo, hi)]
+    if reversed_hi: new_hi = [h.flip(-1) for h in new_hi]
+    return [a.unsqueeze(-2).cat(b.unsqueeze(-2), dim=-2).reshape(pre + (m,)).contiguous() for a, b in zip(new_lo, new_hi)]
+  width = 2
+  while width <= m:
+    state, j = step(state, width // 2, True), width // 4
+    while j >= 1: state, j = step(state, j, False), j // 2
+    width *= 2
+  return state
+
+def _bitonic_order(x: Tensor, descending: bool, index_dtype: DType) -> Tensor:
+  """The indices that sort x's last axis stably, by the bitonic network."""
+  n, pre = x.shape[-1], x.shape[:-1]
+  m = 1 << (n - 1).bit_length()
+  pad = ((0, 0),) * len(pre) + ((0, m - n),)  # padding sorts last: the largest key, and an index past every real one
+  key = _ordered_bits(x, descending)
+  index = type(x).arange(n, dtype=dtypes.uint32, device=x.device).reshape((1,) * len(pre) + (n,)).expand(*pre, n)
+  if key.dtype == dtypes.uint32:  # value bits high, index low: one uint64 per element, all distinct
+    packed = (key.cast(dtypes.uint64) << 32) | index.cast(dtypes.uint64)
+    [packed] = _bitonic([packed.pad(pad, value=dtypes.uint64.max)], lambda lo, hi: hi[0] < lo[0])
+    return (packed & 0xFFFFFFFF).cast(index_dtype).shrink(tuple((0, s) for s in x.shape))
+  def before(a: list[Tensor], b: list[Tensor]) -> Tensor: return (a[0] < b[0]) | ((a[0] == b[0]) & (a[1] < b[1]))
+  state = [key.pad(pad, value=dtypes.uint64.max), index.cast(dtypes.uint64).pad(pad, value=dtypes.uint64.max)]
+  return _bitonic(state, lambda lo, hi: before(hi, lo))[1].cast(index_dtype).shrink(tuple((0, s) for s in x.shape))
 
 
 class SortMixin:
@@ -37,6 +99,9 @@ class SortMixin:
     d = resolve_dim(dim, self.ndim)
     x = self.transpose(d, -1)
     n = x.shape[-1]
+    if n > 1 and math.prod(x.shape[:-1]) * n * n > RANK_WORK:
+      indices = _bitonic_order(x, descending, position_dtype(n))
+      return x.gather(-1, indices).transpose(d, -1), indices.transpose(d, -1)
     place = x._ranks(descending).unsqueeze(-1) == type(self).arange(n, dtype=dtypes.int32, device=self.device)  # (..., i, k)
     values = x.unsqueeze(-1)._select(place, (-2,))  # the one element the one-hot keeps per place k, in x's dtype
     indices = type(self).arange(n, dtype=position_dtype(n), device=self.device).reshape(n, 1)._select(place, (-2,))
