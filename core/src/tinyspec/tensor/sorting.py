@@ -12,9 +12,8 @@ PyTorch's stable sort):
 The values keep their gradient (through the one-hot's WHERE, or the gather); the indices have none."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import math
+from typing import TYPE_CHECKING
 
 from tinyspec.dtype import DType, dtypes, position_dtype
 from tinyspec.tensor.movement import resolve_dim
