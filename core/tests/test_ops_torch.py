@@ -654,3 +654,30 @@ def test_division_by_tiny_huge_zero_and_infinite_divisors(device, dtype):
   np.testing.assert_allclose(got.numpy(), want.detach().numpy(), rtol=rtol, atol=0)
   got.sum().backward(); want.sum().backward()  # (g / b, -g (a / b) / b), as PyTorch
   for ours, theirs in ((ta, pa), (tb, pb)): np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=2 * rtol, atol=0)
+
+def test_second_fuzz_round_float16_statistics_dtypes_and_edges_match_pytorch():
+  # cases a second differential fuzz against PyTorch found
+  import tinyspec.nn as tnn
+  T = torch.tensor
+  x16 = np.array([[300, -300, 1000, 20]], np.float16)  # a float16 variance of 3e5 overflows: statistics in float32, rounded once
+  for ours, theirs in [(Tensor(x16).layer_norm(4), F.layer_norm(T(x16), (4,))), (Tensor(x16).std(), T(x16).std()),
+                       (tnn.RMSNorm(4, elementwise_affine=False)(Tensor(x16)), F.rms_norm(T(x16), (4,))),
+                       (Tensor(x16).normalize(dim=1), F.normalize(T(x16), dim=1)), (Tensor(x16).norm(3), T(x16).norm(3)),
+                       (tnn.GroupNorm(1, 4, affine=False)(Tensor(x16.reshape(1, 4, 1))), F.group_norm(T(x16.reshape(1, 4, 1)), 1)),
+                       (Tensor(x16.T).batch_norm(None, None, training=True), F.batch_norm(T(x16.T), None, None, training=True))]:
+    assert ours.dtype == dtypes.float16
+    np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=2e-3)
+  img = np.array([[[[0.3, 0.7], [1.2, -0.4]]]], np.float16)  # float16 was rounded to integers on the way out
+  np.testing.assert_allclose(Tensor(img).interpolate(size=(3, 3), mode="bilinear").numpy(),
+                             F.interpolate(T(img), size=(3, 3), mode="bilinear").numpy(), rtol=2e-3)
+  q = rng.standard_normal((2, 5, 4)).astype(np.float16)
+  assert Tensor(q).scaled_dot_product_attention(Tensor(q), Tensor(q), is_causal=True).dtype == dtypes.float16
+  np.testing.assert_array_equal(Tensor(np.zeros((2, 3), np.float32)).index_fill(1, Tensor([-1]), 5.0).numpy(),
+                                torch.zeros(2, 3).index_fill(1, T([-1]), 5.0).numpy())  # a negative index counts from the end
+  w = np.arange(12, dtype=np.float32).reshape(1, 1, 6, 2)  # ceil_mode fits a window that overhangs the padding
+  np.testing.assert_array_equal(Tensor(w).max_pool2d((1, 3), None, (0, 1), (1, 2), ceil_mode=True).numpy(),
+                                F.max_pool2d(T(w), (1, 3), None, (0, 1), (1, 2), ceil_mode=True).numpy())
+  r = np.float32([1.2345, -2.5, 1234.5, 0.125, 0.15])
+  for d in (2, 1, -1): np.testing.assert_allclose(Tensor(r).round(d).numpy(), T(r).round(decimals=d).numpy(), rtol=2.4e-7)  # a decomposed DIV: 2 ulp
+  assert Tensor(np.arange(4)).mean(dtype="float64").dtype == dtypes.float64
+  check(lambda x: x.median(), lambda x: x.median(), np.float32([0, 2, 1, 1, 5]))  # ties share the median's gradient

@@ -199,7 +199,7 @@ class RMSNorm:
     if x.shape[x.ndim - n:] != self.normalized_shape:
       raise RuntimeError(f"RMSNorm: expected an input whose last axes are {self.normalized_shape}, got {x.shape}")
     eps = self.eps if self.eps is not None else MACHINE_EPS.get(x.dtype, MACHINE_EPS[dtypes.float32])
-    y = x * ((x * x).mean(tuple(range(x.ndim - n, x.ndim)), keepdim=True) + eps).rsqrt()
+    y = x._math(lambda x: x * ((x * x).mean(tuple(range(x.ndim - n, x.ndim)), keepdim=True) + eps).rsqrt())  # float16 in float32
     return y if self.weight is None else y * self.weight
 
 

@@ -235,9 +235,9 @@ class NNMixin:
     pads, out = [], []
     for i, kk, ss, (before, after), dd in zip(self.shape[-nd:], k, s, given, d):
       span = i + before + after - dd * (kk - 1) - 1
-      if span < 0: raise RuntimeError(f"{name}: the window {k} (dilation {d}) does not fit the input {self.shape[-nd:]} padded by {padding}")
-      o = (-(-span // ss) if ceil_mode else span // ss) + 1
+      o = (-(-span // ss) if ceil_mode else span // ss) + 1  # ceil_mode may fit a window that overhangs the padding
       if ceil_mode and (o - 1) * ss >= i + before: o -= 1  # a last window that would start in the right padding is dropped, as PyTorch
+      if o < 1: raise RuntimeError(f"{name}: the window {k} (dilation {d}) does not fit the input {self.shape[-nd:]} padded by {padding}")
       pads.append((before, max(after, (o - 1) * ss + dd * (kk - 1) + 1 - i - before)))
       out.append(o)
     return k, s, d, given, pads, tuple(out)
@@ -310,9 +310,9 @@ class NNMixin:
 
   # ---- normalization ----
   def layernorm(self: Tensor, axis: int | tuple[int, ...] = -1, eps: float = 1e-5) -> Tensor:
-    """(x - mean) / sqrt(var + eps) over `axis`, the biased variance (correction 0), without weight or bias."""
-    x = self._float()
-    return (x - x.mean(axis, keepdim=True)) * (x.var(axis, keepdim=True, correction=0) + eps).rsqrt()
+    """(x - mean) / sqrt(var + eps) over `axis`, the biased variance (correction 0), without weight or bias; float16 in
+    float32, rounded once (its variance overflows float16 for deviations of a few hundred), as PyTorch."""
+    return self._math(lambda x: (x - x.mean(axis, keepdim=True)) * (x.var(axis, keepdim=True, correction=0) + eps).rsqrt())
 
   def layer_norm(self: Tensor, normalized_shape: IntOrTuple, weight: Tensor | None = None, bias: Tensor | None = None,
                  eps: float = 1e-5) -> Tensor:
@@ -344,11 +344,10 @@ class NNMixin:
     if training:
       if math.prod(self.shape[a] for a in axes) <= 1:
         raise ValueError(f"Expected more than 1 value per channel when training, got input size {list(self.shape)}")
-      x = self._float()
-      mean, var = x.mean(axes), x.var(axes, correction=0)
-    elif running_mean is None or running_var is None: raise RuntimeError("batch_norm: running_mean and running_var are needed when not training")
-    else: mean, var = running_mean, running_var
-    return self._float().batchnorm(weight, bias, mean, (var + eps).rsqrt())
+      def normalized(x: Tensor) -> Tensor: return x.batchnorm(weight, bias, x.mean(axes), (x.var(axes, correction=0) + eps).rsqrt())
+      return self._math(normalized)  # float16 in float32, as layernorm
+    if running_mean is None or running_var is None: raise RuntimeError("batch_norm: running_mean and running_var are needed when not training")
+    return self._float().batchnorm(weight, bias, running_mean, (running_var + eps).rsqrt())
 
   # ---- attention and dropout ----
   def scaled_dot_product_attention(self: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None, dropout_p: float = 0.0,
@@ -374,13 +373,13 @@ class NNMixin:
       # a bool mask as min(score, +-inf): -inf where masked, even over an inf score (PyTorch's math backend adds -inf and
       # gets nan there), and LLVM vectorizes the row max of it, where max(acc, where(m, -inf, s)) became a conditional
       # update (0.65 -> 0.13 ms a causal (16,4,64,64) row max). A masked nan score stays nan, as in that backend.
-      att = att.minimum(attn_mask.where(math.inf, -math.inf)) if attn_mask.dtype == dtypes.bool else att + attn_mask
+      att = att.minimum(attn_mask.where(math.inf, -math.inf).cast(att.dtype)) if attn_mask.dtype == dtypes.bool else att + attn_mask
     # softmax written out, so one max serves both the shift and the rows with every position masked (all -inf): those
     # shift by 0 instead of -inf, their exps are all 0, and dividing by 1 instead of their sum 0 gives PyTorch's zeros
     top = att.max((-1,), keepdim=True).detach()  # a tuple: a plain MAX, not the two more reductions that route an int axis's gradient
     e = (att - (top == -math.inf).where(0.0, top)).exp()
     total = e.sum(-1, keepdim=True)
-    return (e * (total == 0).where(1.0, total).reciprocal()).dropout(dropout_p) @ value
+    return (e / (total == 0).where(1.0, total)).dropout(dropout_p) @ value
   def dropout(self: Tensor, p: float = 0.5) -> Tensor:
     """Each element zeroed with probability p and the rest scaled by 1/(1-p), under `Tensor.train()` only (as nn.Dropout in
     training mode); outside training, the tensor itself."""
@@ -452,8 +451,9 @@ class NNMixin:
       return x
     taps = [(a, _linear_taps(n, m, ratio, align_corners)) for a, (n, m, ratio) in enumerate(zip(self.shape[2:], outs, ratios), start=2)]
     if self.dtype == dtypes.uint8: return _resize_uint8(self, taps)
-    x = self if dtypes.is_float(self.dtype) else self.float()
+    x = self if self.dtype in (dtypes.float32, dtypes.float64) else self.float()  # float16 in float32, rounded once, as PyTorch
     for a, (i0, i1, w) in taps:
-      lead, w = (slice(None),) * a, type(self)(w.astype(np.float32).reshape((-1,) + (1,) * (self.ndim - a - 1)), device=self.device)
+      lead, w = (slice(None),) * a, type(self)(w.reshape((-1,) + (1,) * (self.ndim - a - 1)), dtype=x.dtype, device=self.device)
       x = x[lead + (i0,)] * (1 - w) + x[lead + (i1,)] * w
-    return x if x.dtype == self.dtype else x.round().clip(self.dtype.min, self.dtype.max).cast(self.dtype)
+    if x.dtype == self.dtype or dtypes.is_float(self.dtype): return x.cast(self.dtype)
+    return x.round().clip(self.dtype.min, self.dtype.max).cast(self.dtype)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, NamedTuple
 
-from tinyspec.dtype import DType, dtypes, position_dtype
+from tinyspec.dtype import DType, dtypes, position_dtype, to_dtype
 from tinyspec.tensor.movement import resolve_dim
 from tinyspec.uop.ops import Ops
 from tinyspec.uop.uop import UOp
@@ -55,8 +55,12 @@ class ReduceMixin:
     return ~((~self).max(axis, keepdim))
 
   # ---- statistics ----
-  def mean(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:
-    """The mean over `axis` (all axes if None). Ints and bool give the default float; an empty reduction gives nan."""
+  def mean(self: Tensor, axis: Axis = None, keepdim: bool = False, dtype: DType | str | None = None) -> Tensor:
+    """The mean over `axis` (all axes if None). Ints and bool give the default float; an empty reduction gives nan. A
+    float `dtype` casts the input to it first, as PyTorch."""
+    if dtype is not None:
+      if not dtypes.is_float(dt := to_dtype(dtype)): raise RuntimeError(f"mean: dtype must be a floating point dtype, got {dt}")
+      return self.cast(dt).mean(axis, keepdim)
     x, axes = self._float(), self._axes(axis)
     # dividing by n = 0 multiplies by inf: an empty mean is 0 * inf = nan, as PyTorch gives
     total = _acc(x).sum(axes, keepdim=keepdim)
@@ -72,9 +76,12 @@ class ReduceMixin:
 
   def std(self: Tensor, axis: Axis = None, keepdim: bool = False, correction: int | float = 1) -> Tensor:
     """The standard deviation over `axis`: sqrt of `var` with the same `correction`. Where the variance is 0 the gradient is
-    0, as PyTorch's (sqrt's infinite slope there times var's zero slope would be nan)."""
-    v = self.var(axis, keepdim, correction)
-    return (v == 0).where(0.0, v).sqrt()
+    0, as PyTorch's (sqrt's infinite slope there times var's zero slope would be nan). float16 takes the root in float32
+    (its variance may pass float16's range when the deviation does not)."""
+    def root(x: Tensor) -> Tensor:
+      v = x.var(axis, keepdim, correction)
+      return (v == 0).where(0.0, v).sqrt()
+    return self._math(root)
 
   def var_mean(self: Tensor, axis: Axis = None, keepdim: bool = False, correction: int | float = 1) -> tuple[Tensor, Tensor]:
     """(var, mean) over `axis`, as torch.var_mean."""

@@ -761,10 +761,13 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Lin
     if not dtypes.is_float(self.dtype): return self
     t = self.trunc()
     return (self > t).where(t + 1, t)
-  def round(self) -> Tensor:
+  def round(self, decimals: int = 0) -> Tensor:
     """Round half to even, as PyTorch: from f = floor(x), up when x - f > 0.5, and at exactly 0.5 only if f is odd.
-    (x - floor(x) is exact for every float; large floats are integers already and have x - f = 0.)"""
+    (x - floor(x) is exact for every float; large floats are integers already and have x - f = 0.) `decimals` rounds
+    x * 10**decimals and divides back, as PyTorch (x / 10**-decimals and multiplies back, for negative decimals)."""
     if not dtypes.is_float(self.dtype): return self
+    if decimals > 0: return (self * 10.0 ** decimals).round() / 10.0 ** decimals
+    if decimals < 0: return (self / 10.0 ** -decimals).round() * 10.0 ** -decimals
     f = self.floor()
     frac, odd = self - f, (f * 0.5).floor() * 2 != f
     r = ((frac > 0.5) | ((frac == 0.5) & odd)).where(f + 1, f)

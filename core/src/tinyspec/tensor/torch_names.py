@@ -189,8 +189,9 @@ class TorchNamesMixin:
     d, idx = self._index_along("index_copy", dim, index, source)
     return self.scatter(d, idx, source)
   def index_fill(self: Tensor, dim: int, index: Tensor, value: Scalar) -> Tensor:
-    """self with the slices along `dim` that index names set to value."""
+    """self with the slices along `dim` that index names (negative ones from the end) set to value."""
     d = resolve_dim(dim, self.ndim)
+    index = (index < 0).where(index + self.shape[d], index)
     hit = (type(self).arange(self.shape[d], dtype=index.dtype, device=self.device) == index.reshape(-1, 1)).any(0)
     return hit.reshape((-1,) + (1,) * (self.ndim - d - 1)).where(value, self)
 
@@ -260,21 +261,29 @@ class TorchNamesMixin:
   def count_nonzero(self: Tensor, dim: int | Sequence[int] | None = None) -> Tensor: return (self != 0).sum(dim)
   def norm(self: Tensor, p: float | str = "fro", dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
     """The vector p-norm over `dim` (all axes for None), as torch.linalg.vector_norm: "fro" and 2 the Euclidean norm (slope 0
-    at a zero vector), inf and -inf the largest and smallest |x|, 0 the count of nonzeros, else sum(|x|^p)^(1/p)."""
-    x = self._float()
-    if p in ("fro", 2, 2.0):
-      s = (x * x).sum(dim, keepdim)
-      return (s == 0).where(0.0, (s == 0).where(1.0, s).sqrt())  # sqrt's slope at 0 is inf, and inf * 0 is nan: 1 there instead
-    if isinstance(p, str): raise ValueError(f"norm: p must be a number or 'fro', got {p!r} (a matrix norm such as 'nuc' is not supported)")
-    a = x.abs()
-    if p == math.inf: return a.max(dim, keepdim)
-    if p == -math.inf: return a.min(dim, keepdim)
-    if p == 0: return (x != 0).sum(dim, keepdim).cast(x.dtype)
-    return a.sum(dim, keepdim) if p == 1 else (a ** p).sum(dim, keepdim) ** (1 / p)
+    at a zero vector), inf and -inf the largest and smallest |x|, 0 the count of nonzeros, else sum(|x|^p)^(1/p). float16
+    in float32 (its sums of powers overflow), rounded once."""
+    if isinstance(p, str) and p != "fro":
+      raise ValueError(f"norm: p must be a number or 'fro', got {p!r} (a matrix norm such as 'nuc' is not supported)")
+    def vector_norm(x: Tensor) -> Tensor:
+      if p in ("fro", 2, 2.0):
+        s = (x * x).sum(dim, keepdim)
+        return (s == 0).where(0.0, (s == 0).where(1.0, s).sqrt())  # sqrt's slope at 0 is inf, and inf * 0 is nan: 1 there instead
+      a = x.abs()
+      if p == math.inf: return a.max(dim, keepdim)
+      if p == -math.inf: return a.min(dim, keepdim)
+      if p == 0: return (x != 0).sum(dim, keepdim).cast(x.dtype)
+      return a.sum(dim, keepdim) if p == 1 else (a ** p).sum(dim, keepdim) ** (1 / p)
+    return self._math(vector_norm)
   def median(self: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor | tuple[Tensor, Tensor]:
     """The lower median (element (n - 1) // 2 in sorted order), nan if there is a nan; with `dim`, (values, indices) as
-    torch.median(x, dim)."""
-    if dim is None: return self.flatten().median(0)[0]
+    torch.median(x, dim). Without `dim` the gradient is shared evenly by the elements equal to the median, as PyTorch's."""
+    if dim is None:
+      m = self.flatten().median(0)[0]
+      if not self.requires_grad or not dtypes.is_float(self.dtype): return m
+      ties = self == m.detach()
+      share = ties.where(self, 0.0).sum() / ties.sum().maximum(1).cast(self.dtype)  # the median itself, each tie's slope 1/count
+      return m.detach() + (share - share.detach())
     d = resolve_dim(dim, self.ndim)
     if self.ndim and self.shape[d] == 0: raise IndexError(f"median: cannot take the median of an empty dim {dim} of shape {self.shape}")
     values, indices = self.sort(d)
