@@ -105,7 +105,7 @@ class RandomMixin:
   @classmethod
   def randperm(cls, n: int, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
     """A random permutation of 0..n-1 (position_dtype's unless `dtype`), as torch.randperm: n random 64-bit keys from the
-    seeded generator, argsorted. The argsort runs on the host (O(n log n); the device sort is O(n^2)), so this realizes:
+    seeded generator, argsorted. The argsort runs on the host (numpy's, cheaper than the device's sort of n keys), so this realizes:
     keep it out of a TinyJit step."""
     if not isinstance(n, int) or isinstance(n, bool) or n < 0: raise RuntimeError(f"randperm: n must be a non-negative int, got {n!r}")
     dt = position_dtype(n) if dtype is None else to_dtype(dtype)
@@ -117,7 +117,7 @@ class RandomMixin:
     """`num_samples` category indices (position_dtype's) drawn with the probabilities proportional to this tensor's last
     axis (1-d, or 2-d: one row of weights per draw), as torch.multinomial. With replacement, or for one sample, by the
     inverse of the cumulative weights; without, Efraimidis and Spirakis' keys log(u) / w, the largest num_samples of them
-    (topk, O(n^2) in the categories). The weights are not read: negative or all-zero ones give no error, unlike PyTorch's."""
+    (topk: sort's ranks or bitonic network). The weights are not read: negative or all-zero ones give no error, unlike PyTorch's."""
     if self.ndim not in (1, 2): raise RuntimeError(f"multinomial: prob_dist must be 1 or 2 dim, got shape {self.shape}")
     if num_samples <= 0: raise RuntimeError(f"multinomial: cannot sample n_sample <= 0 samples (got {num_samples})")
     if self.shape[-1] == 0: raise RuntimeError(f"multinomial: cannot sample from an empty distribution (shape {self.shape})")

@@ -300,7 +300,7 @@ class TorchNamesMixin:
                interpolation: str = "linear") -> Tensor:
     """The q-th quantiles over `dim` (all elements for None) of the sorted values at rank q (n - 1): between the two
     neighbours by `interpolation` ("linear", "lower", "higher", "nearest" (half to even) or "midpoint"); nan where the
-    values hold a nan. A sequence or 1-d tensor q puts its axis first. Sorting is sort's O(n^2)."""
+    values hold a nan. A sequence or 1-d tensor q puts its axis first. Sorting is sort's (tensor/sorting.py)."""
     if interpolation not in ("linear", "lower", "higher", "nearest", "midpoint"):
       raise ValueError(f"quantile: interpolation must be 'linear', 'lower', 'higher', 'nearest' or 'midpoint', got {interpolation!r}")
     if not dtypes.is_float(self.dtype): raise RuntimeError(f"quantile: expected a floating point tensor, got {self.dtype}")
