@@ -379,7 +379,7 @@ class NNMixin:
     top = att.max((-1,), keepdim=True).detach()  # a tuple: a plain MAX, not the two more reductions that route an int axis's gradient
     e = (att - (top == -math.inf).where(0.0, top)).exp()
     total = e.sum(-1, keepdim=True)
-    return (e / (total == 0).where(1.0, total)).dropout(dropout_p) @ value
+    return (e * (total == 0).where(1.0, total).reciprocal()).dropout(dropout_p) @ value  # one reciprocal per row, as softmax
   def dropout(self: Tensor, p: float = 0.5) -> Tensor:
     """Each element zeroed with probability p and the rest scaled by 1/(1-p), under `Tensor.train()` only (as nn.Dropout in
     training mode); outside training, the tensor itself."""

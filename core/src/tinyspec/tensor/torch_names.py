@@ -191,7 +191,7 @@ class TorchNamesMixin:
   def index_fill(self: Tensor, dim: int, index: Tensor, value: Scalar) -> Tensor:
     """self with the slices along `dim` that index names (negative ones from the end) set to value."""
     d = resolve_dim(dim, self.ndim)
-    index = (index < 0).where(index + self.shape[d], index)
+    index = self._index_tensor(index, d)
     hit = (type(self).arange(self.shape[d], dtype=index.dtype, device=self.device) == index.reshape(-1, 1)).any(0)
     return hit.reshape((-1,) + (1,) * (self.ndim - d - 1)).where(value, self)
 
