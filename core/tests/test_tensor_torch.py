@@ -7,8 +7,7 @@ Where tinyspec differs on purpose the test checks tinyspec's documented behaviou
     does not floor that rounded quotient but comes from fmod, as PyTorch's: 1.0 // 0.1 is 9;
   - integer division and remainder by zero give 0 (PyTorch raises);
   - mean of an integer tensor is the float mean, argmax of bool orders False < True (PyTorch raises for both);
-  - any/all always give bool (PyTorch: uint8 for uint8 input), sign(nan) is nan (PyTorch: 0), axis=() reduces nothing;
-  - integer pow with a tensor exponent is computed in float32, so results past 2**24 (or a wrapped negative base) are not exact.
+  - any/all always give bool (PyTorch: uint8 for uint8 input), sign(nan) is nan (PyTorch: 0), axis=() reduces nothing.
 Sizes stay small: the default device is the PYTHON interpreter."""
 import itertools
 import math
@@ -175,6 +174,19 @@ def test_pow_negative_bases():
   check(2 ** Tensor(ie), 2 ** tt(ie))
   check((-2.0) ** Tensor(exps), (-2.0) ** tt(exps))
   raises_like(lambda: Tensor(ib) ** -1, lambda: tt(ib) ** -1, match="negative")
+
+@pytest.mark.parametrize("bdt, edt", [("int64", "int64"), ("int32", "int32"), ("uint8", "int8"), ("int8", "uint8"), ("int16", "int16"), ("uint8", "uint8")])
+def test_integer_pow_is_exact_and_wraps_as_pytorch(bdt, edt):
+  """Integer ** integer multiplies in the ints (square-and-multiply per element), so it wraps on overflow exactly as
+  PyTorch; negative exponents give 1, +-1 or 0."""
+  rng = np.random.default_rng(7)
+  lo_e = -3 if np.dtype(edt).kind == "i" else 0
+  base = rng.integers(np.iinfo(bdt).min if bdt != "int64" else -50, (np.iinfo(bdt).max if bdt != "int64" else 50) + 1, 64).astype(bdt)
+  exps = rng.integers(lo_e, min(np.iinfo(edt).max, 70) + 1, 64).astype(edt)
+  base[:4], exps[:4] = [1, 0, 3, 2], [0, 3, 39 if bdt == "int64" else 5, 62 if edt == "int64" else 7]
+  check(Tensor(base) ** Tensor(exps), tt(base) ** tt(exps))
+  check(3 ** Tensor(exps.clip(0)), 3 ** tt(exps.clip(0)))
+  check(Tensor(base) ** True, tt(base) ** True)
 
 
 # ---- unary math and activations ----

@@ -298,6 +298,16 @@ class PointwiseMixin:
   def idiv(self: Tensor, y: Tensor | Scalar, reverse: bool = False) -> Tensor:
     """self / y rounded toward zero (tinygrad's idiv; div with rounding_mode="trunc")."""
     return self.div(y, reverse, rounding_mode="trunc")
+  def _int_tensor_pow(self: Tensor, e: Tensor) -> Tensor:
+    """self ** e for int tensors of one dtype and shape, exact and wrapping on overflow as PyTorch: square-and-multiply
+    over every bit e's dtype has (a select per bit, since each element has its own e). A negative e is 1 / self ** -e
+    truncated: 1 for self = 1, +-1 for self = -1 (by e's parity), else 0 (0 ** -1 too, as PyTorch)."""
+    positive, out, base = (e < 0).where(0, e), self.ones_like(), self
+    for bit in range(8 * self.dtype.itemsize - (0 if dtypes.is_unsigned(self.dtype) else 1)):
+      if bit: base = base * base  # self ** 2**bit
+      out = positive.bitwise_and(1 << bit).ne(0).where(out * base, out)
+    odd = e.bitwise_and(1).ne(0)
+    return (e < 0).where(self.eq(1).where(1, self.eq(-1).where(odd.where(-1, 1), 0)).cast(self.dtype), out)
   def copysign(self: Tensor, y: Tensor | Scalar) -> Tensor:
     """|x| with y's sign (-0.0 counts as negative, nan as positive)."""
     x, y = _float_operands(self, y)

@@ -586,8 +586,8 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Lin
   def pow(self, y: Tensor | Scalar, reverse: bool = False) -> Tensor:
     """self ** y as PyTorch, with C99 pow's special values: POW on |base|, whose sign comes back for a negative base (-0.0
     and -inf included) and an odd integral exponent; nan for a finite negative base and a non-integral exponent;
-    x ** 0 = 1 ** y = (-1) ** +-inf = 1, nan included. An integral scalar exponent multiplies instead: for ints exactly
-    (their results are computed in float32 and rounded otherwise, exact up to 2**24), for floats up to |y| = 4, where
+    x ** 0 = 1 ** y = (-1) ** +-inf = 1, nan included. Ints multiply, exactly (pointwise._int_tensor_pow for a tensor
+    exponent). So does an integral scalar exponent of a float base up to |y| = 4, where
     the at most three roundings of the products are as close as POW. A scalar exponent of +-0.5 is sqrt or rsqrt, as
     PyTorch has it (so (-0.0) ** 0.5 = -0.0 and (-inf) ** 0.5 = nan there, where C99's pow gives 0.0 and inf)."""
     base, v = self, None if reverse else _scalar(y)
@@ -606,6 +606,7 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Lin
     # a tensor exponent gets PyTorch's nan slope at a negative base (below); a scalar base >= 0 (2 ** x) has none
     nan_slope_at_negative_base = isinstance(y, Tensor) or (reverse and not (_scalar(y) is not None and _scalar(y) >= 0))
     x, y = base._broadcasted(y, reverse)
+    if dtypes.is_int(x.dtype): return x._int_tensor_pow(y)
     a, b = x._float(), y._float()
     if a.dtype == dtypes.float16: a, b = a.float(), b.float()  # POW's float16 decomposition is float32's anyway
     # |a| as a select, not abs(): its slope at a = 0 is +1, so 0 ** b keeps PyTorch's slope b * 0 ** (b - 1)
@@ -624,8 +625,7 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Lin
       # this POW as a select (rule ZERO_OR_NAN), so the factor costs the forward a few operations, not a second POW
       c = ((a < 0) & (b.abs() < math.inf)).where(math.nan, 1.0).cast(b.dtype)
       out = out - (1.0 - c._new(UOp(Ops.POW, (c.uop, (b - b.detach()).uop))))
-    if dtypes.is_float(x.dtype): return out.cast(x.dtype)
-    return (out.abs() < 1).where(out.trunc(), out.round()).cast(x.dtype)  # |result| < 1 only for negative exponents: 0, as PyTorch
+    return out.cast(x.dtype)
 
   __add__ = add
   __sub__ = sub
