@@ -175,7 +175,8 @@ def test_pow_negative_bases():
   check((-2.0) ** Tensor(exps), (-2.0) ** tt(exps))
   raises_like(lambda: Tensor(ib) ** -1, lambda: tt(ib) ** -1, match="negative")
 
-@pytest.mark.parametrize("bdt, edt", [("int64", "int64"), ("int32", "int32"), ("uint8", "int8"), ("int8", "uint8"), ("int16", "int16"), ("uint8", "uint8")])
+@pytest.mark.parametrize("bdt, edt", [("int64", "int64"), ("int32", "int32"), ("uint8", "int8"), ("int8", "uint8"), ("int16", "int16"),
+                                      ("uint8", "uint8")])
 def test_integer_pow_is_exact_and_wraps_as_pytorch(bdt, edt):
   """Integer ** integer multiplies in the ints (square-and-multiply per element), so it wraps on overflow exactly as
   PyTorch; negative exponents give 1, +-1 or 0."""
