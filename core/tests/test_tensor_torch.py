@@ -156,6 +156,22 @@ def test_float_floor_divide_works_from_the_exact_remainder():
   np.testing.assert_array_equal((Tensor(a) % Tensor(b)).numpy()[:3], torch.remainder(tt(a), tt(b)).numpy()[:3])
   assert (Tensor(a) // Tensor(b)).tolist()[:3] == [9, 6, 3]
 
+@pytest.mark.parametrize("dt", ["float16", "bfloat16"])
+def test_half_tensor_and_python_scalar_round_as_pytorch(dt):
+  """PyTorch multiplies and divides a 16-bit float tensor by a Python scalar in float32, rounding once (x * 1e5 is not
+  inf * x, x / 1e5 not 0); + and - round the scalar first. Bit for bit, values and gradients."""
+  a = (rng.standard_normal(200) * 100).astype(np.float32)
+  a[:3] = [0.0, 1e-4, 1.0]
+  for s in (0.1, 7.77, 3, 1e5, 1e-5, 2 ** 40):
+    for f in (lambda x: x * s, lambda x: s * x, lambda x: x / s, lambda x: s / x, lambda x: x // s, lambda x: x + s, lambda x: x - s):
+      x, r = Tensor(a).cast(dt).requires_grad_(), tt(a).to(getattr(torch, dt)).requires_grad_()
+      got, want = f(x), f(r)
+      assert got.dtype.name == dt
+      np.testing.assert_array_equal(got.float().numpy(), want.detach().float().numpy())
+  x, r = Tensor(a).cast(dt).requires_grad_(), tt(a).to(getattr(torch, dt)).requires_grad_()
+  (x * 1e-3).sum().backward(), (r * 1e-3).sum().backward()
+  np.testing.assert_array_equal(x.grad.float().numpy(), r.grad.float().numpy())
+
 def test_true_division_of_unsigned_by_negative_scalar():
   a = np.array([2, 7, 255, 0], np.uint8)
   check(Tensor(a) / -2, tt(a) / -2)

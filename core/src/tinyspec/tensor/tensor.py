@@ -113,6 +113,12 @@ def _weak(dt: DType, v: Scalar) -> DType:
   if isinstance(v, int): return dtypes.default_int if dt == dtypes.bool else dt
   return dt if dtypes.is_float(dt) else dtypes.default_float
 
+def _scalar_in_float32(x: Tensor, y: Any) -> bool:
+  """Whether `x * y`, `x / y` or `x // y` is computed in float32 and rounded once, as PyTorch's "opmath" does for a
+  float16 or bfloat16 x and a Python scalar y: x * 1e5 and x / 1e5 never see 1e5 rounded to inf or 1e-5 to 0 first.
+  (PyTorch's + and - do round the scalar to x's dtype, and so do these.)"""
+  return x.dtype in (dtypes.float16, dtypes.bfloat16) and not isinstance(y, Tensor) and _scalar(y) is not None
+
 def _to_numpy(data: Any, dtype: DType | None) -> np.ndarray:
   """Nested lists, tuples and numpy data as an array of `dtype`, or of the dtype PyTorch would infer (with tinyspec's defaults)."""
   if isinstance(data, (list, tuple)):
@@ -544,12 +550,15 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Lin
     return x._new(x.uop + (-y.uop))
   def mul(self, y: Tensor | Scalar, reverse: bool = False) -> Tensor:
     """self * y (bool * bool is logical and)."""
+    if _scalar_in_float32(self, y): return self.float().mul(y, reverse).cast(self.dtype)
     x, y = self._broadcasted(y, reverse)
     return x._new(UOp(Ops.AND if x.dtype == dtypes.bool else Ops.MUL, (x.uop, y.uop)))
   def div(self, y: Tensor | Scalar, reverse: bool = False, rounding_mode: str | None = None) -> Tensor:
     """self / y: true division (ints give the default float) as DIV, IEEE's correctly rounded quotient where the backend
     divides natively (isel's decomposition elsewhere); rounding_mode "floor" or "trunc" as PyTorch."""
     if rounding_mode == "floor": return self.floordiv(y, reverse)
+    if rounding_mode is None and _scalar_in_float32(self, y):  # y / x as PyTorch: x's reciprocal rounded, then the product
+      return (self.reciprocal().float() * y if reverse else self.float() / y).cast(self.dtype)
     # true division of an int tensor by a Python scalar goes to float first, so the scalar is not wrapped (uint8 / -2 is -x/2)
     x, y = (self if rounding_mode is not None or isinstance(y, Tensor) else self._float())._broadcasted(y, reverse)
     if rounding_mode == "trunc":
@@ -562,6 +571,7 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Lin
     return x._new(UOp(Ops.DIV, (x.uop, y.uop)))
   def floordiv(self, y: Tensor | Scalar, reverse: bool = False) -> Tensor:
     """floor(self / y), PyTorch's floor_divide: IDIV for ints (x // 0 is 0 here; PyTorch raises), pointwise._float_floordiv for floats."""
+    if not reverse and _scalar_in_float32(self, y): return self.float().floordiv(y).cast(self.dtype)
     x, y = self._broadcasted(y, reverse)
     if x.dtype == dtypes.bool: raise RuntimeError("floor division of bool tensors is not supported")
     if dtypes.is_int(x.dtype): return x._new(UOp(Ops.IDIV, (x.uop, y.uop)))
