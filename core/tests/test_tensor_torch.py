@@ -163,9 +163,10 @@ def test_half_tensor_and_python_scalar_round_as_pytorch(dt):
   a = (rng.standard_normal(200) * 100).astype(np.float32)
   a[:3] = [0.0, 1e-4, 1.0]
   for s in (0.1, 7.77, 3, 1e5, 1e-5, 2 ** 40):
-    for f in (lambda x: x * s, lambda x: s * x, lambda x: x / s, lambda x: s / x, lambda x: x // s, lambda x: x + s, lambda x: x - s):
-      x, r = Tensor(a).cast(dt).requires_grad_(), tt(a).to(getattr(torch, dt)).requires_grad_()
-      got, want = f(x), f(r)
+    for op, swap in itertools.product((operator.mul, operator.truediv, operator.floordiv, operator.add, operator.sub), (False, True)):
+      if swap and op is not operator.mul and op is not operator.truediv: continue
+      x, r = Tensor(a).cast(dt), tt(a).to(getattr(torch, dt))
+      got, want = (op(s, x), op(s, r)) if swap else (op(x, s), op(r, s))
       assert got.dtype.name == dt
       np.testing.assert_array_equal(got.float().numpy(), want.detach().float().numpy())
   x, r = Tensor(a).cast(dt).requires_grad_(), tt(a).to(getattr(torch, dt)).requires_grad_()
