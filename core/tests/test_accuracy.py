@@ -56,3 +56,28 @@ def test_issue_examples():
   got = (Tensor(base) ** Tensor(expo)).numpy()
   np.testing.assert_array_equal(got, [np.inf, -np.inf, np.nan, np.inf, -np.inf, 1.0, 1.0, 1.0])
   assert np.signbit(got[4])
+
+def _ulps(got: np.ndarray, want: np.ndarray) -> np.ndarray: return np.abs(got - want) / np.spacing(np.abs(want))
+
+def test_erf_erfc_gelu_float64_to_a_few_ulp():
+  """float64's erf and erfc are float64's, not float32's (a Chebyshev series of erfc e^(x^2)), checked against the C
+  library's through math; exact gelu is x erfc(-x / sqrt 2) / 2, so its far negative tail keeps its digits too."""
+  import math
+  x = np.concatenate([np.linspace(-6, 6, 1201), np.linspace(6, 27, 211), [1e-300, 1e-8, 0.4999, 0.5, 0.5001]])
+  erf, erfc = np.vectorize(math.erf), np.vectorize(math.erfc)
+  assert _ulps(Tensor(x).erf().numpy(), erf(x)).max() <= 4
+  assert _ulps(Tensor(x).erfc().numpy(), erfc(x)).max() <= 8
+  want = 0.5 * x * erfc(-x / math.sqrt(2))
+  np.testing.assert_allclose(Tensor(x).gelu(approximate="none").numpy(), want, rtol=5e-14, atol=0)
+
+def test_erfinv_float64_inverts_erf_to_a_few_ulp():
+  """erfinv(x) = y to a few ulp where erf(y) = x: checked as a residual, erf(y) - x in the centre, erfc(y) - (1 - x) in
+  the tail (1 - x exact), each within what 8 ulp of y move it by (erf's slope times 8 ulp) and the C library's ulp."""
+  import math
+  x = np.concatenate([np.linspace(-0.999, 0.999, 1999), 1 - np.geomspace(1e-16, 0.5, 300), [1e-300, 0.5, -(1 - 2.0 ** -53)]])
+  y = Tensor(x).erfinv().numpy()
+  m, ya = np.abs(x), np.abs(y)
+  tail = m >= 0.5
+  residual = np.where(tail, np.vectorize(math.erfc)(ya) - (1 - m), np.vectorize(math.erf)(ya) - m)
+  slack = 2 / math.sqrt(math.pi) * np.exp(-ya * ya) * 8 * np.spacing(ya) + 2 * np.spacing(np.where(tail, 1 - m, m))
+  assert (np.abs(residual) <= slack).all(), f"worst at x = {x[np.argmax(np.abs(residual) / slack)]}"

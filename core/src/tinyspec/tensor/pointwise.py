@@ -17,8 +17,6 @@ from tinyspec.tensor.movement import resolve_dim
 if TYPE_CHECKING:
   from tinyspec.tensor.tensor import Scalar, Tensor
 
-# Abramowitz and Stegun 7.1.26: erf(x) = 1 - t (a1 + t (a2 + ...)) e^-x^2, t = 1 / (1 + p x), for x >= 0; |error| <= 1.5e-7
-_ERF_P, _ERF_A = 0.3275911, (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
 # atan on [-tan(pi/8), tan(pi/8)] after reducing by pi/4 or pi/2: x + x z (c0 + z (c1 + ...)), z = x^2, by itemsize. float32:
 # Cephes' atanf. float64: a least-squares fit on 44 Chebyshev nodes of z in [0, tan(pi/8)^2] (mpmath, 50 digits), 0.57 ulp
 _ATAN_C = {4: (-3.33329491539e-1, 1.99777106478e-1, -1.38776856032e-1, 8.05374449538e-2),
@@ -33,6 +31,42 @@ def _poly(x: Tensor, coeffs: tuple[float, ...]) -> Tensor:
   for c in reversed(coeffs[1:-1]): out = (out + c) * x
   return out + coeffs[0]
 
+
+def _chebyshev(u: Tensor, coeffs: tuple[float, ...]) -> Tensor:
+  """c0 T0(u) + c1 T1(u) + ... for u in [-1, 1], by Clenshaw's recurrence (stable where Horner's rule on the same
+  polynomial's powers would cancel)."""
+  b1, b2, u2 = coeffs[-1], 0.0, u * 2
+  for c in reversed(coeffs[1:-1]): b1, b2 = u2 * b1 - b2 + c, b1
+  return u * b1 - b2 + coeffs[0]
+
+def _erfc_of_magnitude(a: Tensor) -> Tensor:
+  """erfc(a) for 0 <= a <= 27 as t exp(-a^2) exp(Q(t)) (_ERFC_CHEBYSHEV), to a few ulp of float32 or float64 and
+  relatively so, down to erfc(27) = 5e-319. exp(-a^2) is taken of a^2 rounded and corrected inside the second exp by
+  the rounding's error (Dekker's exact square), so a^2 of up to 729 loses nothing."""
+  t, square, split = (a * 0.5 + 1).reciprocal(), a * a, _split_factor(a.dtype)
+  hi = a * split - (a * split - a)  # a = hi + lo, halves whose products are exact
+  lo = a - hi
+  square_error = ((hi * hi - square) + 2 * hi * lo) + lo * lo  # a^2 - square
+  u = t * (2 / (1 - _ERFC_T_MIN)) - (1 + _ERFC_T_MIN) / (1 - _ERFC_T_MIN)
+  return t * (-square).exp() * (_chebyshev(u, _ERFC_CHEBYSHEV[:_ERFC_TERMS[a.dtype.itemsize]]) - square_error).exp()
+
+def _erf_near_zero(a: Tensor) -> tuple[Tensor, Tensor]:
+  """(whether |a| < 1/2, erf(a) there by its Taylor series, 0 elsewhere): a large a's powers would overflow, and the
+  untaken branch's slope would then be 0 * inf."""
+  small = a.abs() < 0.5
+  near = small.where(a, 0.0)
+  return small, near * _poly(near * near, _ERF_TAYLOR[:_ERF_TAYLOR_TERMS[a.dtype.itemsize]])
+
+def _erfinv_newton_step(x: Tensor, y: Tensor) -> Tensor:
+  """Newton's step toward erfinv(x) from y (of x's sign, |x| < 1), without cancellation: on erf(|y|) - |x| below
+  |x| = 1/2 (erf from its series, as |y| < 0.477 there), on log erfc(|y|) - log(1 - |x|) above (1 - |x| is exact there,
+  and the log is nearly a parabola in y, so Newton converges from the far tail where the start is off by 0.6)."""
+  m, ya = x.abs(), (y < 0).where(-y, y)
+  c = _erfc_of_magnitude(ya.minimum(27.0))
+  tail_step = (c.log() - (1 - m).log()) * c
+  center_step = m - _erf_near_zero(ya)[1]
+  step = (m < 0.5).where(center_step, tail_step) * (ya * ya).exp() * (math.sqrt(math.pi) / 2)
+  return (x < 0).where(-step, step)
 
 def _odd(x: Tensor, f: Callable[[Tensor], Tensor]) -> Tensor:
   """An odd function from f on x >= 0: -f(-x) below 0. f sees |x| built as where(x < 0, -x, x), whose slope at 0 is 1
@@ -61,12 +95,22 @@ def _off_sign(r: Tensor, negative: Tensor) -> Tensor:
   """Where r is not 0 and its sign is not the one `negative` says: a remainder that must move by one divisor."""
   return (r != 0) & ((r < 0) != negative)
 
-# erf(x) near 0: 2/sqrt(pi) (x - x^3/3 + x^5/10 - x^7/42 + x^9/216 - x^11/1320), error below 2e-8 for |x| < 0.5
-_ERF_TAYLOR = tuple(2 / math.sqrt(math.pi) * c for c in (1.0, -1 / 3, 1 / 10, -1 / 42, 1 / 216, -1 / 1320))
-
-
-# erfc(x) for x >= 0 (Numerical Recipes' erfcc, relative error below 1.2e-7): t exp(-x^2 + P(t)), t = 1 / (1 + x / 2)
-_ERFC_P = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.27886807, -1.13520398, 1.48851587, -0.82215223, 0.17087277)
+# erf(x) / x near 0 as a series in x^2: 2/sqrt(pi) sum (-1)^n x^2n / (n! (2n + 1)). For |x| < 1/2 the terms from n = 6 on
+# add less than 2e-8 (float32's 6 terms), from n = 13 on less than 1e-18 (float64's 13)
+_ERF_TAYLOR = tuple(2 / math.sqrt(math.pi) * (-1) ** n / (math.factorial(n) * (2 * n + 1)) for n in range(13))
+_ERF_TAYLOR_TERMS = {4: 6, 8: 13}
+# erfc(x) = t exp(-x^2) exp(Q(t)) for 0 <= x <= 27 (erfc is 0 past 27 in float64), t = 1 / (1 + x / 2) in [2/29, 1]:
+# Q = log(erfc(x) e^(x^2) / t) as a Chebyshev series in u = (2t - 1 - 2/29) / (1 - 2/29), the interpolant at 48
+# Chebyshev nodes (mpmath, 40 digits). Its first 12 terms are within 1e-8 of Q (float32's), all 26 within 2.3e-16
+_ERFC_T_MIN = 2 / 29
+_ERFC_CHEBYSHEV = (
+  -0.6107401523665623, 0.6053584463434446, 0.013897604733136882, -0.008264970081573859, -0.0005419707831843666, 0.0002885732989564137,
+  1.5644867979424932e-05, -1.3803272977493721e-05, -4.201553336550969e-09, 7.160979147372824e-07, -5.773887132809878e-08,
+  -3.4360012150176435e-08, 6.7583734608912265e-09, 1.2157203904822408e-09, -5.347830733319805e-10, -2.1216282970843785e-12,
+  3.115547558594001e-11, -4.3065328406799665e-12, -1.1301154020826776e-12, 4.178652061782886e-13, -5.704280895536427e-15,
+  -2.1553652146136072e-14, 4.128737251272803e-15, 3.214908653442537e-16, -2.6516337783238076e-16, 4.1697720822469396e-17)
+_ERFC_TERMS = {4: 12, 8: 26}
+_ERFINV_NEWTON_STEPS = 4  # from Giles' start (1e-7 in the centre, 0.6 off at 1 - 2**-53) to float64's precision
 # erfinv(x) = x P(w) for w = -log(1 - x^2) (Giles 2010, single precision): P in w - 2.5 below w = 5, in sqrt(w) - 3 above
 _ERFINV_CENTRAL = (1.50140941, 0.246640727, -0.00417768164, -0.00125372503, 0.00021858087, -4.39150654e-06, -3.5233877e-06,
                    3.43273939e-07, 2.81022636e-08)
@@ -130,14 +174,10 @@ class PointwiseMixin:
 
   # ---- error function, inverse and hyperbolic trigonometry ----
   def erf(self: Tensor) -> Tensor:
-    """The error function, odd: a Taylor series below 0.5, Abramowitz and Stegun 7.1.26 (|error| <= 1.5e-7) above."""
+    """The error function, odd: its Taylor series below 1/2, 1 - erfc above (_erfc_of_magnitude), to a few ulp."""
     def f(a: Tensor) -> Tensor:
-      small = a < 0.5
-      af = (a > 10).where(10.0, small.where(1.0, a))  # erf is 1 past 10 (slope 0), and a^2 there must not overflow
-      t = (af * _ERF_P + 1).reciprocal()
-      far = 1 - _poly(t, (0.0, *_ERF_A)) * (-(af * af)).exp()
-      near = small.where(a, 0.0)  # the series' powers of a large a would overflow, its untaken slope then 0 * inf
-      return small.where(near * _poly(near * near, _ERF_TAYLOR), far)
+      small, near = _erf_near_zero(a)
+      return small.where(near, 1 - _erfc_of_magnitude(a.minimum(27.0)))  # erf is 1 past 27 (slope 0), and a^2 finite
     return self._math(lambda x: _odd(x, f))
   def atan(self: Tensor) -> Tensor:
     """arctan, odd: x >= 0 reduced to [0, tan(pi/8)] by pi/2 - atan(1/x) above tan(3pi/8) and pi/4 + atan((x-1)/(x+1))
@@ -209,28 +249,29 @@ class PointwiseMixin:
 
   # ---- special functions: erfc, erfinv, lgamma, digamma (float32 accuracy, also in float64) ----
   def erfc(self: Tensor) -> Tensor:
-    """1 - erf(x) without the cancellation: Numerical Recipes' erfcc for x >= 0 (relative error below 1.2e-7, so
-    erfc(9) = 4.1e-37 to 7 digits), 2 - erfc(-x) below 0. Slope -2 / sqrt(pi) exp(-x^2), 0 past x = 27 (erfc is 0)."""
+    """1 - erf(x) without the cancellation, to a few ulp relatively: 1 - erf's series below |x| = 1/2, where erfc is
+    near 1; above, _erfc_of_magnitude (so erfc(9) = 4.1e-37 in float32 to its last digits), and 2 - erfc(-x) below -1/2.
+    Slope -2 / sqrt(pi) exp(-x^2), 0 past x = 27 (erfc is 0)."""
     def f(x: Tensor) -> Tensor:
-      a = (x < 0).where(-x, x).minimum(27.0)  # |x| with slope 1 at 0 (abs's is 0); erfc is 0 from 27 on, and x^2 stays finite
-      t, square, split = (a * 0.5 + 1).reciprocal(), a * a, _split_factor(x.dtype)
-      hi = a * split - (a * split - a)  # a = hi + lo, halves whose products are exact
-      lo = a - hi
-      square_error = ((hi * hi - square) + 2 * hi * lo) + lo * lo  # a^2 - square: exp(-a^2) without a^2's rounding
-      c = t * (-square).exp() * (_poly(t, _ERFC_P) - square_error).exp()
-      return (x < 0).where(2 - c, c)
+      small, near = _erf_near_zero(x)
+      c = _erfc_of_magnitude((x < 0).where(-x, x).minimum(27.0))  # |x| with slope 1 at 0 (abs's is 0)
+      return small.where(1 - near, (x < 0).where(2 - c, c))
     return self._math(f)
   def erfinv(self: Tensor) -> Tensor:
-    """The inverse of erf on [-1, 1] (Giles' single-precision approximation, a few ulp in float32): +-inf at +-1, nan
-    outside. Slope sqrt(pi) / 2 exp(erfinv(x)^2), the approximation's own; 0 at +-1 and outside, where the
-    values are constants (PyTorch: inf, nan; an inf slope in that branch would make the others' 0 * inf = nan)."""
+    """The inverse of erf on [-1, 1]: Giles' single-precision approximation (a few ulp in float32), refined in float64
+    by Newton's steps (_erfinv_newton_step) to a few ulp there too. +-inf at +-1, nan outside. Slope sqrt(pi) / 2
+    exp(erfinv(x)^2), the approximation's own (float32's accuracy; the steps do not enter it, and past float32's reach,
+    |x| > 1 - 6e-8, float64's slope is the approximation's, a few percent off); 0 at +-1 and outside, where the values
+    are constants (PyTorch: inf, nan; an inf slope in that branch would make the others' 0 * inf = nan)."""
     def f(x: Tensor) -> Tensor:
       inside = x.abs() < 1
       xi = inside.where(x, 0.0)  # log(0) and beyond: the untaken branch's slope must stay finite
       w = -((1 - xi) * (1 + xi)).log()
       tail = w >= 5
       central, far = _poly(tail.where(2.5, w) - 2.5, _ERFINV_CENTRAL), _poly(tail.where(w, 9.0).sqrt() - 3, _ERFINV_TAIL)
-      return inside.where(xi * tail.where(far, central), (x == 1).where(math.inf, (x == -1).where(-math.inf, math.nan)))
+      y = xi * tail.where(far, central)
+      for _ in range(_ERFINV_NEWTON_STEPS if x.dtype == dtypes.float64 else 0): y = y + _erfinv_newton_step(xi, y).detach()
+      return inside.where(y, (x == 1).where(math.inf, (x == -1).where(-math.inf, math.nan)))
     return self._math(f)
   def lgamma(self: Tensor) -> Tensor:
     """log |Gamma(x)|: Stirling's series from x = 8 on; below it x = t + n with t in [1/2, 3/2), lgamma(t) from the
@@ -438,11 +479,11 @@ class PointwiseMixin:
   def gelu(self: Tensor, approximate: str = "tanh") -> Tensor:
     """x P(X <= x) for a standard normal X. The default, approximate="tanh", is tinygrad's Tensor.gelu (PyTorch has no
     Tensor.gelu): 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))). approximate="none" is the exact form, PyTorch's
-    F.gelu default: 0.5 x (1 + erf(x / sqrt 2))."""
+    F.gelu default: 0.5 x (1 + erf(x / sqrt 2)) = 0.5 x erfc(-x / sqrt 2)."""
     x = self._float()
     if approximate == "tanh": return 0.5 * x * (1 + (math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)).tanh())
     if approximate != "none": raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
-    return 0.5 * x * (1 + (x * math.sqrt(0.5)).erf())
+    return 0.5 * x * (-x * math.sqrt(0.5)).erfc()  # not 1 + erf: for x << 0 that cancels (float64's gelu(-6) kept 3 digits)
   def quick_gelu(self: Tensor) -> Tensor: return self * (self * 1.702).sigmoid()
   def relu6(self: Tensor) -> Tensor:
     """min(max(x, 0), 6); integers keep their dtype, as PyTorch's."""
