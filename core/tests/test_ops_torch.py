@@ -681,3 +681,17 @@ def test_second_fuzz_round_float16_statistics_dtypes_and_edges_match_pytorch():
   for d in (2, 1, -1): np.testing.assert_allclose(Tensor(r).round(d).numpy(), T(r).round(decimals=d).numpy(), rtol=2.4e-7)  # a decomposed DIV: 2 ulp
   assert Tensor(np.arange(4)).mean(dtype="float64").dtype == dtypes.float64
   check(lambda x: x.median(), lambda x: x.median(), np.float32([0, 2, 1, 1, 5]))  # ties share the median's gradient
+
+def test_third_fuzz_round_attention_masks_and_empty_transposed_convolutions_match_pytorch():
+  T = torch.tensor
+  q = rng.standard_normal((1, 2, 3, 4)).astype(np.float16)  # a float32 mask of a float16 query: a float16 result
+  mask = rng.standard_normal((3, 3)).astype(np.float32)
+  ours = Tensor(q).scaled_dot_product_attention(Tensor(q), Tensor(q), attn_mask=Tensor(mask))
+  theirs = F.scaled_dot_product_attention(T(q), T(q), T(q), attn_mask=T(mask))
+  assert ours.dtype == dtypes.float16
+  np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=5e-3, atol=2e-3)
+  with pytest.raises(RuntimeError, match="attn_mask must be bool, float32"):  # PyTorch refuses an int mask too
+    Tensor(q).scaled_dot_product_attention(Tensor(q), Tensor(q), attn_mask=Tensor(np.zeros((3, 3), np.int32)))
+  # a transposed convolution whose output has a zero-size axis is empty (and both inputs get zero gradients), as PyTorch's
+  check(lambda x, w: x.conv_transpose2d(w, padding=1, dilation=(2, 1)), lambda x, w: F.conv_transpose2d(x, w, padding=1, dilation=(2, 1)),
+        np.ones((2, 2, 2, 2), np.float32), np.ones((2, 2, 3, 1), np.float32))

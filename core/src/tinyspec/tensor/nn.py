@@ -207,8 +207,10 @@ class NNMixin:
       raise RuntimeError(f"output padding must be smaller than either stride or dilation, but got output_padding={op}, stride={s}, dilation={d}")
     x, sp = self, self.shape[2:]
     out = [(i - 1) * ss - 2 * pp + dd * (kk - 1) + oo + 1 for i, ss, pp, dd, kk, oo in zip(sp, s, p, d, k, op)]
-    if any(o < 1 for o in out):
+    if any(o < 0 for o in out):
       raise RuntimeError(f"conv_transpose2d: input size per channel {tuple(sp)} gives output size {tuple(out)}, which is too small")
+    if 0 in out:  # an empty output, as PyTorch's: still in the graph, so both inputs get their (zero) gradients
+      return (self.sum() * 0 + weight.sum() * 0).reshape((1,) * (2 + nd)).expand(bs, groups * rc, *out)
     if any(v > 1 for v in s):  # stride - 1 zeros after each element: (i,) -> (i, 1) -> pad to (i, s) -> (i*s,) -> the first (i-1)*s + 1
       x = x.reshape(bs, cin, *[v for i in sp for v in (i, 1)]).pad([None, None, *[v for ss in s for v in (None, (0, ss - 1))]])
       x = x.reshape(bs, cin, *[i * ss for i, ss in zip(sp, s)]).shrink([None, None, *[(0, max(0, (i - 1) * ss + 1)) for i, ss in zip(sp, s)]])
@@ -365,6 +367,8 @@ class NNMixin:
                            f"and value heads {value.shape[-3]}")
       key, value = key.repeat_interleave(heads // kv_heads, -3), value.repeat_interleave(heads // kv_heads, -3)
     q = self._float()
+    if attn_mask is not None and attn_mask.dtype not in (dtypes.bool, dtypes.float32, q.dtype):
+      raise RuntimeError(f"scaled_dot_product_attention: attn_mask must be bool, float32 or the query's {q.dtype.name}, got {attn_mask.dtype.name}")
     L, S = q.shape[-2], key.shape[-2]
     att = (q @ key.transpose(-2, -1)) * (1 / math.sqrt(q.shape[-1]) if scale is None else scale)
     if S == 0: return att @ value  # no keys: zeros (an empty sum), as PyTorch
@@ -373,7 +377,8 @@ class NNMixin:
       # a bool mask as min(score, +-inf): -inf where masked, even over an inf score (PyTorch's math backend adds -inf and
       # gets nan there), and LLVM vectorizes the row max of it, where max(acc, where(m, -inf, s)) became a conditional
       # update (0.65 -> 0.13 ms a causal (16,4,64,64) row max). A masked nan score stays nan, as in that backend.
-      att = att.minimum(attn_mask.where(math.inf, -math.inf).cast(att.dtype)) if attn_mask.dtype == dtypes.bool else att + attn_mask
+      att = att.minimum(attn_mask.where(math.inf, -math.inf).cast(att.dtype)) if attn_mask.dtype == dtypes.bool else \
+        att + attn_mask.cast(att.dtype)  # a float32 mask of a float16 query is added in float16, the result's dtype (PyTorch's)
     # softmax written out, so one max serves both the shift and the rows with every position masked (all -inf): those
     # shift by 0 instead of -inf, their exps are all 0, and dividing by 1 instead of their sum 0 gives PyTorch's zeros
     top = att.max((-1,), keepdim=True).detach()  # a tuple: a plain MAX, not the two more reductions that route an int axis's gradient
