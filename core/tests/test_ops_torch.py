@@ -171,7 +171,8 @@ TIES = np.array([[3, 1, 2, 1, np.nan, -np.inf, 2], [0, 0, 0, 5, -1, 7, 7]], np.f
 
 @pytest.fixture(params=["ranks", "bitonic"])
 def sort_way(request, monkeypatch):
-  """Each sort test both ways: the (n, n) ranks, and the bitonic network that larger sorts take (forced here)."""
+  """Each sort test both ways: the (n, n) ranks, and the bitonic network that larger sorts take (forced here, and with it
+  topk's selection for a small k)."""
   if request.param == "bitonic": monkeypatch.setattr(sorting, "RANK_WORK", 0)
   return request.param
 
@@ -209,6 +210,16 @@ def test_sort_every_dtype_both_ways_matches_pytorch(dtype, descending, sort_way)
     tv, ti = torch.sort(torch.tensor(a), dim=-1, descending=descending, stable=True)
     np.testing.assert_array_equal(i.numpy(), ti.numpy())
     np.testing.assert_array_equal(v.numpy(), tv.numpy())  # -0.0 and 0.0 in their places: the values are read at the indices
+
+@pytest.mark.parametrize("dtype", list(SORTABLE))
+def test_topk_every_dtype_matches_pytorchs_stable_order(dtype, sort_way):
+  # the first k of PyTorch's stable sort: ties to the earlier index, nan first when largest; k up to the selection's limit
+  a = np.array(SORTABLE[dtype], dtype=dtype)[rng.integers(0, len(SORTABLE[dtype]), (3, 70))]
+  for k, largest in ((1, True), (5, False), (18, True)):
+    v, i = Tensor(a).topk(k, -1, largest=largest)
+    tv, ti = torch.sort(torch.tensor(a), dim=-1, descending=largest, stable=True)
+    np.testing.assert_array_equal(i.numpy(), ti[:, :k].numpy())
+    np.testing.assert_array_equal(v.numpy(), tv[:, :k].numpy())
 
 EINSUMS = ["ij,jk->ik", "ij,jk", "bij,kj->bik", "...j,jk->...k", "ij,kl->ikjl", "ij->", "ij->ji", "bij,bjk->bik", "ii->i", "ii", "iij,jk->ik"]
 

@@ -9,6 +9,9 @@ PyTorch's stable sort):
   a min and a max and ties fall to the index; the values are then read at the sorted indices (one load each). 64-bit
   dtypes leave no room for the index: their keys and indices travel as a pair.
 
+topk of a small k out of a long axis selects before it sorts (_smallest_keys, _top_by_selection): a radix select
+finds the k-th element by one counting reduction per key bit, then only the k kept are sorted.
+
 The values keep their gradient (through the one-hot's WHERE, or the gather); the indices have none."""
 from __future__ import annotations
 
@@ -74,6 +77,36 @@ def _bitonic_order(x: Tensor, descending: bool, index_dtype: DType) -> Tensor:
   state = [key.pad(pad, value=dtypes.uint64.max), index.cast(dtypes.uint64).pad(pad, value=dtypes.uint64.max)]
   return _bitonic(state, lambda lo, hi: before(hi, lo))[1].cast(index_dtype).shrink(tuple((0, s) for s in x.shape))
 
+def _smallest_keys(key: Tensor, k: int) -> Tensor:
+  """A bool mask of each row's k smallest keys (unsigned ints, ..., n), ties to the earlier index. The k-th smallest
+  (key, index) pair is found bit by bit from the top (a radix select, one counting reduction per bit: the key's, then
+  the index's among the keys equal to the k-th), and every pair up to it is kept."""
+  n = key.shape[-1]
+  index = type(key).arange(n, dtype=dtypes.int32, device=key.device)
+  def below(trial_key: Tensor, trial_index: Tensor | None = None) -> Tensor:  # how many pairs come before (trial_key, trial_index)
+    before = key < trial_key if trial_index is None else (key < trial_key) | ((key == trial_key) & (index < trial_index))
+    return before.sum(-1, keepdim=True, dtype=dtypes.int32)
+  kth_key = key.shrink(tuple((0, s) for s in key.shape[:-1]) + ((0, 1),)).zeros_like()
+  for bit in reversed(range(8 * key.dtype.itemsize)):
+    # fewer than k before the trial: the k-th is not before it. Stored each step (one value per row), not a chain of
+    # selects that every later kernel would recompute per element
+    kth_key = (below(trial := kth_key | (1 << bit)) < k).where(trial, kth_key).contiguous()
+  kth_index = kth_key.zeros_like().cast(dtypes.int32)
+  for bit in reversed(range((n - 1).bit_length())):
+    kth_index = (below(kth_key, trial := kth_index | (1 << bit)) < k).where(trial, kth_index).contiguous()
+  return (key < kth_key) | ((key == kth_key) & (index <= kth_index))
+
+def _top_by_selection(x: Tensor, k: int, largest: bool) -> tuple[Tensor, Tensor]:
+  """topk along x's last axis without a full sort: the k kept elements chosen by _smallest_keys, their indices gathered
+  in index order by a one-hot of their places among the kept ((..., n, k), so O(n k) per row), then the k sorted."""
+  n = x.shape[-1]
+  keep = _smallest_keys(_ordered_bits(x, largest), k)
+  place = keep.cumsum(-1) - keep.cast(dtypes.int32)
+  one_hot = keep.unsqueeze(-1) & (place.unsqueeze(-1) == type(x).arange(k, dtype=dtypes.int32, device=x.device))  # (..., n, k)
+  indices = type(x).arange(n, dtype=position_dtype(n), device=x.device).reshape(n, 1)._select(one_hot, (-2,))
+  values, order = x.gather(-1, indices).sort(-1, descending=largest)  # stable: equal values keep their index order
+  return values, indices.gather(-1, order)
+
 
 class SortMixin:
   """sort, argsort and topk for Tensor, with PyTorch's arguments and results."""
@@ -112,9 +145,14 @@ class SortMixin:
 
   def topk(self: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> tuple[Tensor, Tensor]:
     """(values, indices) of the k largest (or smallest) along `dim`, in sorted order; among equal values the earlier index
-    comes first."""
+    comes first. Where a sort would be the bitonic network's, a small k selects the k first (_top_by_selection)."""
     d = resolve_dim(dim, self.ndim)
     if not 0 <= k <= (self.shape[d] if self.ndim else 1): raise RuntimeError(f"topk: k={k} is out of range for dimension {dim} of shape {self.shape}")
+    rows, n = (math.prod(self.shape) // self.shape[d], self.shape[d]) if self.ndim else (1, 1)
+    # where a sort would be the bitonic network's (rows * n * log2(n)^2 / 2 work), a small k selects first (rows * n * k)
+    if 0 < k and rows * n * n > RANK_WORK and 2 * k <= (n - 1).bit_length() ** 2:
+      values, indices = _top_by_selection(self.transpose(d, -1), k, largest)
+      return values.transpose(d, -1), indices.transpose(d, -1)
     values, indices = self.sort(d, descending=largest)
     window = tuple((0, k) if a == d else None for a in range(self.ndim))
     return (values.shrink(window), indices.shrink(window)) if self.ndim else (values, indices)
