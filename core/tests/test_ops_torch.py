@@ -706,3 +706,10 @@ def test_third_fuzz_round_attention_masks_and_empty_transposed_convolutions_matc
   # a transposed convolution whose output has a zero-size axis is empty (and both inputs get zero gradients), as PyTorch's
   check(lambda x, w: x.conv_transpose2d(w, padding=1, dilation=(2, 1)), lambda x, w: F.conv_transpose2d(x, w, padding=1, dilation=(2, 1)),
         np.ones((2, 2, 2, 2), np.float32), np.ones((2, 2, 3, 1), np.float32))
+
+@pytest.mark.parametrize("p", [3.0, 0.5, 1.0, 2.0, math.inf])
+def test_norm_and_normalize_slopes_at_zero_elements_and_vectors_match_pytorch(p):
+  # sum(|x|^p)^(1/p) has infinite slopes at a zero element (p < 1) and a zero vector (p > 1): PyTorch's are 0 there
+  x = np.array([[0.0, 0.0, 0.0], [0.0, 1.0, -2.0], [0.5, -3.0, 0.25]], np.float32)
+  check(lambda t: t.norm(p, dim=1), lambda t: torch.linalg.vector_norm(t, p, dim=1), x)
+  check(lambda t: t.normalize(p, dim=1), lambda t: F.normalize(t, p, dim=1), x, rtol=1e-5, atol=1e-3)  # 1/eps slopes of the zero row

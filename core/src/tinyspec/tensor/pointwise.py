@@ -516,17 +516,10 @@ class PointwiseMixin:
   def softsign(self: Tensor) -> Tensor: return (x := self._float()) / (1 + x.abs())
   def softmin(self: Tensor, axis: int = -1) -> Tensor: return (-self).softmax(axis)
   def normalize(self: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
-    """x divided by its p-norm along `dim` (at least eps), as torch.nn.functional.normalize; p = inf is the largest |x|.
-    A zero norm is eps with slope 0 (sqrt's and pow's slopes at 0 are inf), so an all-zero row's gradient is 1/eps.
-    float16's norm is taken in float32 (its sum of squares overflows) and rounded, as PyTorch."""
+    """x divided by its p-norm along `dim` (Tensor.norm, at least eps), as torch.nn.functional.normalize. A zero norm is
+    eps with slope 0, so an all-zero row's gradient is 1/eps, as PyTorch's."""
     x = self._float()
-    if p == math.inf: return x / x.abs().max(dim, keepdim=True).maximum(eps)
-    def p_norm(x: Tensor) -> Tensor:
-      total = (x * x).sum(dim, keepdim=True) if p == 2 else x.abs().pow(p).sum(dim, keepdim=True)
-      zero = total == 0
-      safe = zero.where(1.0, total)
-      return zero.where(0.0, safe.sqrt() if p == 2 else safe.pow(1 / p))
-    return x / x._math(p_norm).maximum(eps)
+    return x / x.norm(p, dim, keepdim=True).maximum(eps)
 
   # ---- masks and copies ----
   def clone(self: Tensor) -> Tensor:

@@ -261,7 +261,8 @@ class TorchNamesMixin:
   def count_nonzero(self: Tensor, dim: int | Sequence[int] | None = None) -> Tensor: return (self != 0).sum(dim)
   def norm(self: Tensor, p: float | str = "fro", dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
     """The vector p-norm over `dim` (all axes for None), as torch.linalg.vector_norm: "fro" and 2 the Euclidean norm (slope 0
-    at a zero vector), inf and -inf the largest and smallest |x|, 0 the count of nonzeros, else sum(|x|^p)^(1/p). float16
+    at a zero vector), inf and -inf the largest and smallest |x|, 0 the count of nonzeros, else sum(|x|^p)^(1/p) (slope 0 at
+    zero elements and vectors, as PyTorch's). float16
     in float32 (its sums of powers overflow), rounded once."""
     if isinstance(p, str) and p != "fro":
       raise ValueError(f"norm: p must be a number or 'fro', got {p!r} (a matrix norm such as 'nuc' is not supported)")
@@ -273,7 +274,11 @@ class TorchNamesMixin:
       if p == math.inf: return a.max(dim, keepdim)
       if p == -math.inf: return a.min(dim, keepdim)
       if p == 0: return (x != 0).sum(dim, keepdim).cast(x.dtype)
-      return a.sum(dim, keepdim) if p == 1 else (a ** p).sum(dim, keepdim) ** (1 / p)
+      if p == 1: return a.sum(dim, keepdim)
+      # slope 0 where an element is 0 (a ** p's is inf there for p < 1) and at a zero sum (s ** (1/p)'s is inf), as PyTorch
+      nonzero = a != 0
+      s = nonzero.where(nonzero.where(a, 1.0) ** p, 0.0).sum(dim, keepdim)
+      return (s == 0).where(0.0, (s == 0).where(1.0, s) ** (1 / p))
     return self._math(vector_norm)
   def median(self: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor | tuple[Tensor, Tensor]:
     """The lower median (element (n - 1) // 2 in sorted order), nan if there is a nan; with `dim`, (values, indices) as
