@@ -703,6 +703,9 @@ def test_third_fuzz_round_attention_masks_and_empty_transposed_convolutions_matc
   np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=5e-3, atol=2e-3)
   with pytest.raises(RuntimeError, match="attn_mask must be bool, float32"):  # PyTorch refuses an int mask too
     Tensor(q).scaled_dot_product_attention(Tensor(q), Tensor(q), attn_mask=Tensor(np.zeros((3, 3), np.int32)))
+  # slopes at and past the domain's edges: inf at logit's 0 and 1 and erfinv's +-1, nan outside, as PyTorch's
+  check(lambda x: x.logit(), torch.logit, np.float32([-0.5, 0.0, 1.0, 0.3, 1.5, np.nan]))
+  check(lambda x: x.erfinv(), torch.erfinv, np.float32([-1.0, 1.0, 0.5, 2.0, -0.2]))
   # a transposed convolution whose output has a zero-size axis is empty (and both inputs get zero gradients), as PyTorch's
   check(lambda x, w: x.conv_transpose2d(w, padding=1, dilation=(2, 1)), lambda x, w: F.conv_transpose2d(x, w, padding=1, dilation=(2, 1)),
         np.ones((2, 2, 2, 2), np.float32), np.ones((2, 2, 3, 1), np.float32))

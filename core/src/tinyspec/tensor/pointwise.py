@@ -75,6 +75,14 @@ def _odd(x: Tensor, f: Callable[[Tensor], Tensor]) -> Tensor:
   y = f(neg.where(-x, x))
   return neg.where(-y, y)
 
+def _edge_slopes(x: Tensor, infinite: Tensor, undefined: Tensor) -> Tensor:
+  """A term to add to a function's constant values at its domain's edges and outside it, giving PyTorch's slopes there:
+  value 0 and slope +inf where `infinite`, value and slope nan where `undefined` (its value elsewhere is not meant to be
+  used). Both come from x - detach(x), which is 0 with slope 1: its sqrt has slope inf at 0, its product with nan slope
+  nan. Where neither holds its slopes stay finite, so a WHERE's untaken branch passes no 0 * inf back."""
+  d = x - x.detach()
+  return infinite.where(infinite.where(d, 1.0).sqrt(), undefined.where(d, 0.0) * math.nan)
+
 def _negative(x: Tensor) -> Tensor:
   """Whether a float's sign is negative: -0.0 included (1 / -0.0 is -inf), nan not."""
   return (x < 0) | (x.reciprocal() < 0)
@@ -261,8 +269,8 @@ class PointwiseMixin:
     """The inverse of erf on [-1, 1]: Giles' single-precision approximation (a few ulp in float32), refined in float64
     by Newton's steps (_erfinv_newton_step) to a few ulp there too. +-inf at +-1, nan outside. Slope sqrt(pi) / 2
     exp(erfinv(x)^2), the approximation's own (float32's accuracy; the steps do not enter it, and past float32's reach,
-    |x| > 1 - 6e-8, float64's slope is the approximation's, a few percent off); 0 at +-1 and outside, where the values
-    are constants (PyTorch: inf, nan; an inf slope in that branch would make the others' 0 * inf = nan)."""
+    |x| > 1 - 6e-8, float64's slope is the approximation's, a few percent off); inf at +-1 and nan outside, as PyTorch's
+    (_edge_slopes)."""
     def f(x: Tensor) -> Tensor:
       inside = x.abs() < 1
       xi = inside.where(x, 0.0)  # log(0) and beyond: the untaken branch's slope must stay finite
@@ -271,7 +279,9 @@ class PointwiseMixin:
       central, far = _poly(tail.where(2.5, w) - 2.5, _ERFINV_CENTRAL), _poly(tail.where(w, 9.0).sqrt() - 3, _ERFINV_TAIL)
       y = xi * tail.where(far, central)
       for _ in range(_ERFINV_NEWTON_STEPS if x.dtype == dtypes.float64 else 0): y = y + _erfinv_newton_step(xi, y).detach()
-      return inside.where(y, (x == 1).where(math.inf, (x == -1).where(-math.inf, math.nan)))
+      edge = x.abs() == 1
+      outside = (x == 1).where(math.inf, (x == -1).where(-math.inf, math.nan)) + _edge_slopes(x, edge, ~inside & ~edge)
+      return inside.where(y, outside)
     return self._math(f)
   def lgamma(self: Tensor) -> Tensor:
     """log |Gamma(x)|: Stirling's series from x = 8 on; below it x = t + n with t in [1/2, 3/2), lgamma(t) from the

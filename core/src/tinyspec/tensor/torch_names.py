@@ -13,7 +13,7 @@ import numpy as np
 
 from tinyspec.dtype import SINTS, dtypes
 from tinyspec.tensor.movement import resolve_dim, shape_arg
-from tinyspec.tensor.pointwise import _float_operands
+from tinyspec.tensor.pointwise import _edge_slopes, _float_operands
 
 if TYPE_CHECKING:
   from tinyspec.tensor.tensor import Scalar, Tensor
@@ -389,10 +389,14 @@ class TorchNamesMixin:
     out = safe.where(big, big * (1 + q * q).sqrt())
     return (ax.isinf() | ay.isinf()).where(math.inf, out)
   def logit(self: Tensor, eps: float | None = None) -> Tensor:
-    """log(x / (1 - x)), x clamped to [eps, 1 - eps] first when eps is given."""
+    """log(x / (1 - x)), x clamped to [eps, 1 - eps] first when eps is given: -inf and inf at 0 and 1 with slope inf,
+    nan outside [0, 1] with slope nan, as PyTorch's (inside, the slope is 1 / (x (1 - x)))."""
     x = self._float()
     if eps is not None: x = x.clamp(eps, 1 - eps)
-    return (x / (1 - x)).log()
+    inside, edge = (x > 0) & (x < 1), (x == 0) | (x == 1)
+    inner = inside.where(x, 0.5)  # x / (1 - x) at 1 is inf, and log's slope 0 there times the quotient's inf is nan
+    edges = (x == 0).where(-math.inf, (x == 1).where(math.inf, math.nan)) + _edge_slopes(x, edge, ~inside & ~edge)
+    return inside.where((inner / (1 - inner)).log(), edges)
   def xlogy(self: Tensor, other: Tensor | Scalar) -> Tensor:
     """x * log(y), 0 where x is 0 (unless y is nan). The slope in x is log(y) there too, as PyTorch's (for a finite y > 0;
     0 at y = 0 and inf, where PyTorch's is infinite)."""
