@@ -597,9 +597,9 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Lin
     """self ** y as PyTorch, with C99 pow's special values: POW on |base|, whose sign comes back for a negative base (-0.0
     and -inf included) and an odd integral exponent; nan for a finite negative base and a non-integral exponent;
     x ** 0 = 1 ** y = (-1) ** +-inf = 1, nan included. Ints multiply, exactly (pointwise._int_tensor_pow for a tensor
-    exponent). So does an integral scalar exponent of a float base up to |y| = 4, where
-    the at most three roundings of the products are as close as POW. A scalar exponent of +-0.5 is sqrt or rsqrt, as
-    PyTorch has it (so (-0.0) ** 0.5 = -0.0 and (-inf) ** 0.5 = nan there, where C99's pow gives 0.0 and inf)."""
+    exponent). So does an integral scalar exponent of a float base up to |y| = 4, where the at most three roundings of
+    the products are as close as POW. A scalar exponent of +-0.5 is sqrt or rsqrt, as PyTorch has it (so
+    (-0.0) ** 0.5 = -0.0 and (-inf) ** 0.5 = nan there, where C99's pow gives 0.0 and inf)."""
     base, v = self, None if reverse else _scalar(y)
     if v in (0.5, -0.5) and not isinstance(v, bool): return self.sqrt() if v > 0 else self.rsqrt()
     if v is not None and not isinstance(v, bool) and float(v).is_integer() and abs(v) <= 2 ** 31:
