@@ -706,6 +706,7 @@ def test_third_fuzz_round_attention_masks_and_empty_transposed_convolutions_matc
   # slopes at and past the domain's edges: inf at logit's 0 and 1 and erfinv's +-1, nan outside, as PyTorch's
   check(lambda x: x.logit(), torch.logit, np.float32([-0.5, 0.0, 1.0, 0.3, 1.5, np.nan]))
   check(lambda x: x.erfinv(), torch.erfinv, np.float32([-1.0, 1.0, 0.5, 2.0, -0.2]))
+  check(lambda x: x.erfinv(), torch.erfinv, np.array([-0.3, 0.5, 0.99, 1 - 1e-10, 1 - 1e-14, -(1 - 2.0 ** -53)]), rtol=1e-12, atol=0)  # float64
   # a transposed convolution whose output has a zero-size axis is empty (and both inputs get zero gradients), as PyTorch's
   check(lambda x, w: x.conv_transpose2d(w, padding=1, dilation=(2, 1)), lambda x, w: F.conv_transpose2d(x, w, padding=1, dilation=(2, 1)),
         np.ones((2, 2, 2, 2), np.float32), np.ones((2, 2, 3, 1), np.float32))
