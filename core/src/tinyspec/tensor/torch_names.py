@@ -262,8 +262,7 @@ class TorchNamesMixin:
   def norm(self: Tensor, p: float | str = "fro", dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
     """The vector p-norm over `dim` (all axes for None), as torch.linalg.vector_norm: "fro" and 2 the Euclidean norm (slope 0
     at a zero vector), inf and -inf the largest and smallest |x|, 0 the count of nonzeros, else sum(|x|^p)^(1/p) (slope 0 at
-    zero elements and vectors, as PyTorch's). float16
-    in float32 (its sums of powers overflow), rounded once."""
+    zero elements and vectors, as PyTorch's). float16 in float32 (its sums of powers overflow), rounded once."""
     if isinstance(p, str) and p != "fro":
       raise ValueError(f"norm: p must be a number or 'fro', got {p!r} (a matrix norm such as 'nuc' is not supported)")
     def vector_norm(x: Tensor) -> Tensor:
