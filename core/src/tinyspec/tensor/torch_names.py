@@ -283,6 +283,9 @@ class TorchNamesMixin:
     """The lower median (element (n - 1) // 2 in sorted order), nan if there is a nan; with `dim`, (values, indices) as
     torch.median(x, dim). Without `dim` the gradient is shared evenly by the elements equal to the median, as PyTorch's."""
     if dim is None:
+      if self.numel() == 0:  # PyTorch's nan, kept in the graph (an empty gradient); an integer has no nan to give
+        if not dtypes.is_float(self.dtype): raise IndexError(f"median: an empty {self.dtype.name} tensor {self.shape} has no median")
+        return self.sum() + math.nan
       m = self.flatten().median(0)[0]
       if not self.requires_grad or not dtypes.is_float(self.dtype): return m
       ties = self == m.detach()
@@ -419,13 +422,14 @@ class TorchNamesMixin:
     if dtypes.is_float(self.dtype): return self.bitcast(next(d for d in SINTS if d.itemsize == self.dtype.itemsize)) < 0
     return self < 0 if self.dtype in SINTS else self != self  # unsigned and bool: never
   def fmax(self: Tensor, other: Tensor | Scalar) -> Tensor:
-    """The elementwise max ignoring nan (nan only where both are)."""
+    """The elementwise max ignoring nan (nan only where both are). A tie's gradient goes wholly to self, as PyTorch's
+    (maximum shares it)."""
     x, y = self._broadcasted(other)
-    return x.maximum(y) if not dtypes.is_float(x.dtype) else x.isnan().where(y, y.isnan().where(x, x.maximum(y)))
+    return x.maximum(y) if not dtypes.is_float(x.dtype) else ((x >= y) | y.isnan()).where(x, y)
   def fmin(self: Tensor, other: Tensor | Scalar) -> Tensor:
-    """The elementwise min ignoring nan (nan only where both are)."""
+    """The elementwise min ignoring nan (nan only where both are). A tie's gradient goes wholly to self, as PyTorch's."""
     x, y = self._broadcasted(other)
-    return x.minimum(y) if not dtypes.is_float(x.dtype) else x.isnan().where(y, y.isnan().where(x, x.minimum(y)))
+    return x.minimum(y) if not dtypes.is_float(x.dtype) else ((x <= y) | y.isnan()).where(x, y)
   def logaddexp2(self: Tensor, other: Tensor | Scalar) -> Tensor:
     """log2(2^x + 2^y)."""
     x, y = _float_operands(self, other)
