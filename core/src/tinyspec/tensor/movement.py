@@ -435,6 +435,10 @@ class MovementMixin:
     """Tensors joined along an existing axis: a.cat(b, c, dim=0) or Tensor.cat([a, b, c], dim=0). Each is padded out to the
     full size with zeros and the pieces are added (OR for bool): one lazy elementwise graph. Dtypes promote."""
     ts = _joined_tensors("cat", self, others)
+    dt = least_upper_dtype(*(t.dtype for t in ts))
+    skipped = []
+    if any(t.ndim != 1 for t in ts):  # PyTorch's legacy rule: a 1-d empty operand is skipped beside tensors of other ranks
+      skipped, ts = [t for t in ts if t.shape == (0,)], [t for t in ts if t.shape != (0,)] or ts
     first = ts[0]
     if first.ndim == 0 or any(t.ndim == 0 for t in ts): raise ZeroDimError("cat: zero-dimensional tensors cannot be concatenated; use stack")
     d = resolve_dim(dim, first.ndim)
@@ -442,10 +446,12 @@ class MovementMixin:
       if t.ndim != first.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, first.shape)) if i != d):
         raise RuntimeError(f"cat: shapes {[x.shape for x in ts]} must match except in dimension {dim}")
       if t.device != first.device: raise RuntimeError(f"cat: tensors on different devices, {first.device} and {t.device}")
-    dt, total, off, out = least_upper_dtype(*(t.dtype for t in ts)), sum(t.shape[d] for t in ts), 0, None
+    total, off, out = sum(t.shape[d] for t in ts), 0, None
     for t in ts:
       piece = t.cast(dt).pad(tuple((off, total - off - t.shape[d]) if i == d else None for i in range(first.ndim)))
       out, off = piece if out is None else out + piece, off + t.shape[d]
+    for t in skipped:  # still in the graph, adding their empty sum, 0: their gradient is empty rather than None, as PyTorch's
+      if t.requires_grad: out = out + t.cast(dt).sum()
     return out
   def stack(self: Tensor | Sequence[Tensor], *others: Tensor, dim: int = 0) -> Tensor:
     """Tensors of one shape joined along a new axis `dim`: each unsqueezed, then cat."""
