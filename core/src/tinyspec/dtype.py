@@ -137,7 +137,7 @@ class dtypes:
 
 def position_dtype(count: int) -> DType:
   """The dtype of the positions 0..count-1 that a Tensor op hands back (argmax, the indices of sort, topk, cummax and
-  max_pool2d, nonzero, multinomial, randperm): Tensor.arange(count)'s. That is the default int, int32 as in tinygrad, and
+  max_pool2d, nonzero, unique, multinomial, randperm): Tensor.arange(count)'s. That is the default int, int32 as in tinygrad, and
   int64 where count - 1 does not fit it. `dtypes.default_int = dtypes.int64` gives PyTorch's int64 everywhere."""
   return dtypes.from_py(max(count - 1, 0))
 

@@ -10,13 +10,16 @@ PyTorch's stable sort):
   dtypes leave no room for the index: their keys and indices travel as a pair.
 
 topk of a small k out of a long axis selects before it sorts (_smallest_keys, _top_by_selection): a radix select
-finds the k-th element by one counting reduction per key bit, then only the k kept are sorted.
+finds the k-th element by one counting reduction per key bit, then only the k kept are sorted. unique's result has a
+length the data decides, so it reads the values (numpy's unique) instead of composing.
 
 The values keep their gradient (through the one-hot's WHERE, or the gather); the indices have none."""
 from __future__ import annotations
 
 import math
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from tinyspec.dtype import DType, dtypes, position_dtype
 from tinyspec.tensor.movement import resolve_dim
@@ -156,3 +159,23 @@ class SortMixin:
     values, indices = self.sort(d, descending=largest)
     window = tuple((0, k) if a == d else None for a in range(self.ndim))
     return (values.shrink(window), indices.shrink(window)) if self.ndim else (values, indices)
+
+  def unique(self: Tensor, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False,
+             dim: int | None = None) -> Tensor | tuple[Tensor, ...]:
+    """The distinct values (dim None) or distinct slices along `dim`, ascending, as torch.unique; with return_inverse each
+    element's (or slice's) place among them, with return_counts how often each occurs (both position_dtype's). The values
+    are read now, since the result's length depends on them, so there is no gradient. Each nan is distinct, as in PyTorch;
+    `sorted=False` sorts anyway (PyTorch's CPU does too)."""
+    values = self.numpy()
+    if dim is None: found, inverse, counts = np.unique(values.reshape(-1), return_inverse=True, return_counts=True, equal_nan=False)
+    else:
+      d = resolve_dim(dim, self.ndim)
+      if values.size == 0 and self.shape[d] != 0:
+        raise RuntimeError(f"unique: shape {self.shape} is empty in a dimension other than dim={dim}, so its slices cannot be told apart")
+      found, inverse, counts = np.unique(values, axis=d, return_inverse=True, return_counts=True, equal_nan=False)
+    index_dtype = position_dtype(max(self.numel(), 1))
+    out = [type(self)(found, device=self.device).cast(self.dtype)]
+    inverse = inverse.reshape(self.shape if dim is None else (self.shape[d],))
+    if return_inverse: out.append(type(self)(inverse.astype(index_dtype.np), device=self.device))
+    if return_counts: out.append(type(self)(counts.astype(index_dtype.np), device=self.device))
+    return out[0] if len(out) == 1 else tuple(out)
