@@ -1,8 +1,9 @@
-"""The factorizations of tensor/linalg.py against numpy: qr, svd and the Newton-Schulz iteration (PyTorch's values and
-gradients are checked in test_ops_torch.py)."""
+"""The factorizations of tensor/linalg.py against numpy: qr, svd, det, slogdet, solve, inverse, cholesky and the
+Newton-Schulz iteration; the last five's gradients against PyTorch's here too (qr's and svd's are in test_ops_torch.py)."""
 import numpy as np
 import pytest
-from tinyspec import Tensor
+from tinyspec import Tensor, dtypes
+from tinyspec.tensor.linalg import LinAlgError
 
 
 def test_newton_schulz_against_numpy():
@@ -90,3 +91,57 @@ def test_factors_of_empty_matrices(shape):
     if full: np.testing.assert_array_equal(vh.numpy(), np.broadcast_to(np.eye(n), vh.shape))
   q, r = Tensor.ones(*shape).qr()
   assert q.shape == shape[:-2] + (m, 0) and r.shape == shape[:-2] + (0, n)
+
+
+@pytest.mark.parametrize("n", [1, 2, 5])
+def test_det_solve_inverse_cholesky_against_numpy(n):
+  """Batched, with matrices that need row exchanges (a zero leading entry) and a vector right-hand side."""
+  rng = np.random.default_rng(n)
+  a = rng.standard_normal((3, n, n)).astype(np.float32)
+  if n > 1: a[1, 0, 0] = 0  # the first column's pivot must come from another row
+  b = rng.standard_normal((3, n, 2)).astype(np.float32)
+  spd = a @ a.transpose(0, 2, 1) + n * np.eye(n, dtype=np.float32)
+  np.testing.assert_allclose(Tensor(a).det().numpy(), np.linalg.det(a), rtol=1e-4, atol=1e-5)
+  sign, logabs = Tensor(a).slogdet()
+  np.testing.assert_allclose(sign.numpy(), np.linalg.slogdet(a)[0])
+  np.testing.assert_allclose(logabs.numpy(), np.linalg.slogdet(a)[1], rtol=1e-4, atol=1e-5)
+  np.testing.assert_allclose(Tensor(a).solve(Tensor(b)).numpy(), np.linalg.solve(a, b), rtol=1e-3, atol=1e-4)
+  np.testing.assert_allclose(Tensor(a[0]).solve(Tensor(b[0, :, 0])).numpy(), np.linalg.solve(a[0], b[0, :, 0]), rtol=1e-3, atol=1e-4)
+  np.testing.assert_allclose(Tensor(a).inverse().numpy(), np.linalg.inv(a), rtol=1e-3, atol=1e-4)
+  np.testing.assert_allclose(Tensor(spd).cholesky().numpy(), np.linalg.cholesky(spd), rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(Tensor(spd).cholesky(upper=True).numpy(), np.linalg.cholesky(spd).transpose(0, 2, 1), rtol=1e-5, atol=1e-6)
+
+
+def test_singular_and_indefinite_matrices():
+  """A singular matrix has det 0 and slogdet (0, -inf), and solve and inverse refuse it; cholesky refuses a matrix that is not
+  positive-definite and names the first leading minor that is not; bad shapes and dtypes name what is wrong."""
+  singular = Tensor([[1.0, 2.0], [2.0, 4.0]])
+  assert singular.det().item() == 0 and singular.slogdet()[1].item() == -np.inf
+  with pytest.raises(LinAlgError, match="inverse: the matrix of shape \\(2, 2\\) is singular"): singular.inverse()
+  with pytest.raises(LinAlgError, match="solve: .* singular"): singular.solve(Tensor.ones(2, 1))
+  with pytest.raises(LinAlgError, match="leading minor of order 2"): Tensor([[1.0, 0.0], [0.0, -1.0]]).cholesky()
+  with pytest.raises(RuntimeError, match="square matrices, got shape \\(2, 3\\)"): Tensor.ones(2, 3).det()
+  with pytest.raises(RuntimeError, match="floating point tensor, got dtypes.int32"): Tensor([[1, 2], [3, 4]]).inverse()
+  with pytest.raises(RuntimeError, match="do not fit A X = B"): Tensor.eye(2).solve(Tensor.ones(3, 1))
+  assert Tensor.zeros(0, 0).det().item() == 1 and Tensor.zeros(2, 0, 0).inverse().shape == (2, 0, 0)
+  assert Tensor([[2.0, 1.0], [1.0, 3.0]], dtype=dtypes.float16).det().dtype == dtypes.float16
+
+
+def test_det_solve_inverse_cholesky_gradients_match_pytorch():
+  """Values and gradients (of a weighted sum, so every entry's slope counts) against torch.linalg's, float64; cholesky's
+  slope is symmetric as PyTorch's even where the input's upper triangle differs from its lower (which is not read)."""
+  torch = pytest.importorskip("torch")
+  rng = np.random.default_rng(5)
+  a, b = rng.standard_normal((2, 4, 4)), rng.standard_normal((2, 4, 3))
+  spd = a @ a.transpose(0, 2, 1) + 4 * np.eye(4) + np.triu(rng.standard_normal((4, 4)), 1)
+  cases = [(Tensor.det, torch.linalg.det, (a,)), (lambda x: x.slogdet()[1], lambda x: torch.linalg.slogdet(x)[1], (a,)),
+           (Tensor.logdet, torch.logdet, (spd,)), (Tensor.inverse, torch.linalg.inv, (a,)), (Tensor.solve, torch.linalg.solve, (a, b)),
+           (Tensor.cholesky, torch.linalg.cholesky, (spd,))]
+  for ours, theirs, arrays in cases:
+    xs, ts = [Tensor(x, requires_grad=True) for x in arrays], [torch.tensor(x, requires_grad=True) for x in arrays]
+    out, ref = ours(*xs), theirs(*ts)
+    np.testing.assert_allclose(out.numpy(), ref.detach().numpy(), rtol=1e-10, atol=1e-12)
+    w = rng.standard_normal(out.shape)
+    (out * Tensor(w)).sum().backward()
+    (ref * torch.tensor(w)).sum().backward()
+    for x, t in zip(xs, ts): np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-9, atol=1e-11)

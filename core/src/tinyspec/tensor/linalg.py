@@ -1,15 +1,18 @@
-"""Matrix factorizations over the last two axes: qr (Householder), svd (one-sided Jacobi) and tinygrad's Newton-Schulz
-iteration. Unlike the ops elsewhere in tensor/, qr and svd are loops that realize as they go (each step reads the last
-one's result several times, and svd stops when the data says it has converged), so they are for the small matrices a
-model factors (an initialization, a layer's weights), and svd does not belong inside a TinyJit step. Their gradients
-flow through the steps, as through any other composition."""
+"""Matrix factorizations over the last two axes: qr (Householder), svd (one-sided Jacobi), det, solve and inverse
+(Gauss-Jordan elimination with partial pivoting), cholesky, and tinygrad's Newton-Schulz iteration. Unlike the ops
+elsewhere in tensor/, the factorizations are loops that realize as they go (each step reads the last one's result several
+times; svd stops when the data says it has converged, solve, inverse and cholesky read back whether the matrix was
+singular or not positive-definite), so they are for the small matrices a model factors (an initialization, a layer's
+weights, a covariance), and do not belong inside a TinyJit step. Their gradients flow through the steps, as through any
+other composition."""
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tinyspec.dtype import dtypes
+from tinyspec.dtype import dtypes, least_upper_dtype
 
 if TYPE_CHECKING:
   from tinyspec.tensor.tensor import Tensor
@@ -29,8 +32,123 @@ def _circle_move(n: int) -> list[int]:
   return src
 
 
+class LinAlgError(RuntimeError):
+  """A matrix the factorization cannot be completed for (singular for inverse and solve, not positive-definite for
+  cholesky): a RuntimeError, as torch.linalg.LinAlgError is."""
+
+
+def _square(op: str, x: Tensor) -> None:
+  """The checks every square-matrix op makes: at least 2 dimensions, the last two equal, a float dtype."""
+  if x.ndim < 2 or x.shape[-1] != x.shape[-2]: raise RuntimeError(f"{op}: expected a batch of square matrices, got shape {x.shape}")
+  if not dtypes.is_float(x.dtype): raise RuntimeError(f"{op}: expected a floating point tensor, got {x.dtype}")
+
+
+def _gauss_jordan(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+  """Gauss-Jordan elimination with partial pivoting (the row with the largest magnitude in the column, the first on ties,
+  as LAPACK's) of square a, (..., n, n), and b, (..., n, k), alike: (a^-1 b, the pivots (..., n), the permutation's sign
+  (..., 1, 1)). The pivots are LU's diagonal; a zero one (a singular a) divides by 1 instead, so the determinant's product
+  is 0 rather than nan. One realized step per column, its index a buffer so every step runs the same kernels."""
+  cls, n = type(a), a.shape[-1]
+  rows, cols = cls.arange(n, device=a.device).reshape(n, 1), cls.arange(n, device=a.device)
+  sign, pivots = cls.ones(*a.shape[:-2], 1, 1, dtype=a.dtype, device=a.device), []
+  for step in range(n):
+    j = cls(np.array(step, np.int32), device=a.device)
+    column = (cols == j).where(a, 0.0).sum(-1, keepdim=True)  # (..., n, 1)
+    p = (rows >= j).where(column.abs(), -1.0).argmax(-2, keepdim=True).detach()  # the pivot row: a choice, so no slope
+    def swapped(m: Tensor, j: Tensor, p: Tensor) -> tuple[Tensor, Tensor]:  # rows j and p exchanged; and the new row j
+      row_j, row_p = (rows == j).where(m, 0.0).sum(-2, keepdim=True), (rows == p).where(m, 0.0).sum(-2, keepdim=True)
+      return (rows == j).where(row_p, (rows == p).where(row_j, m)), row_p
+    a, a_row = swapped(a, j, p)
+    b, b_row = swapped(b, j, p)
+    pivot = (cols == j).where(a_row, 0.0).sum(-1, keepdim=True)  # (..., 1, 1)
+    usable = (pivot == 0).where(1.0, pivot)
+    factors = (cols == j).where(a, 0.0).sum(-1, keepdim=True)  # each row's multiple of the pivot row to take away
+    a = (rows == j).where(a_row / usable, a - factors * (a_row / usable)).realize()
+    b = (rows == j).where(b_row / usable, b - factors * (b_row / usable)).realize()
+    sign, pivots = ((p == j).where(sign, -sign)).realize(), pivots + [pivot]
+  return b, cls.cat(*pivots, dim=-1).squeeze(-2) if pivots else a.sum(-1)[..., :0], sign
+
+
+def _nonsingular_solve(op: str, a: Tensor, b: Tensor) -> Tensor:
+  """a^-1 b by _gauss_jordan, raising LinAlgError for a singular a (a zero pivot, LAPACK's test): the pivots read back once."""
+  x, pivots, _ = _gauss_jordan(a, b)
+  if pivots.numel() and (pivots == 0).any().item():
+    raise LinAlgError(f"{op}: the matrix of shape {a.shape} is singular (a zero pivot), so it has no inverse")
+  return x
+
+
 class LinalgMixin:
-  """qr, svd and newton_schulz for Tensor."""
+  """qr, svd, det, slogdet, logdet, inverse, solve, cholesky and newton_schulz for Tensor."""
+
+  def det(self: Tensor) -> Tensor:
+    """The determinant of the last two axes' square matrices, as torch.linalg.det: the product of LU's pivots (Gauss-Jordan
+    elimination with partial pivoting) times the row exchanges' sign. The slope is that of the elimination, PyTorch's
+    det * inverse^T, except at a singular matrix (PyTorch's is 0 there)."""
+    _square("det", self)
+    if self.dtype.itemsize < 4: return self.float().det().cast(self.dtype)
+    _, pivots, sign = _gauss_jordan(self, self[..., :0])
+    return pivots.prod(-1) * sign.squeeze((-2, -1))
+
+  def slogdet(self: Tensor) -> tuple[Tensor, Tensor]:
+    """(sign, log |det|) of the last two axes' square matrices, as torch.linalg.slogdet: from the same pivots as det, so a
+    determinant past the dtype's range keeps its logarithm. A singular matrix gives (0, -inf)."""
+    _square("slogdet", self)
+    if self.dtype.itemsize < 4: return tuple(t.cast(self.dtype) for t in self.float().slogdet())
+    _, pivots, sign = _gauss_jordan(self, self[..., :0])
+    return pivots.sign().prod(-1) * sign.squeeze((-2, -1)), pivots.abs().log().sum(-1)
+
+  def logdet(self: Tensor) -> Tensor:
+    """log det, as torch.logdet: nan for a negative determinant, -inf for a zero one."""
+    sign, log_magnitude = self.slogdet()
+    return (sign < 0).where(math.nan, log_magnitude)
+
+  def solve(self: Tensor, other: Tensor) -> Tensor:
+    """X with self @ X = other, as torch.linalg.solve(self, other): other (..., n, k) or a vector (..., n), batches broadcast.
+    Gauss-Jordan elimination with partial pivoting; a singular matrix (a zero pivot) raises LinAlgError, as PyTorch's,
+    which reads the pivots back once."""
+    _square("solve", self)
+    vector = other.ndim == 1 or (other.ndim == self.ndim - 1 and other.shape == self.shape[:-1])  # torch's rule for a vector b
+    b = other.unsqueeze(-1) if vector else other
+    if b.shape[-2] != self.shape[-1]: raise RuntimeError(f"solve: shapes {self.shape} and {other.shape} do not fit A X = B")
+    dt = self.dtype if self.dtype == b.dtype else least_upper_dtype(self.dtype, b.dtype)
+    if dt.itemsize < 4: return self.float().solve(other.float()).cast(dt)
+    batch = tuple(np.broadcast_shapes(self.shape[:-2], b.shape[:-2]))
+    a, b = self.cast(dt).expand(*batch, *self.shape[-2:]), b.cast(dt).expand(*batch, *b.shape[-2:])
+    x = _nonsingular_solve("solve", a, b)
+    return x.squeeze(-1) if vector else x
+
+  def inverse(self: Tensor) -> Tensor:
+    """The inverse of the last two axes' square matrices, as torch.linalg.inv: solve(self, I). A singular matrix raises
+    LinAlgError."""
+    _square("inverse", self)
+    if self.dtype.itemsize < 4: return self.float().inverse().cast(self.dtype)
+    return _nonsingular_solve("inverse", self, type(self).eye(self.shape[-1], dtype=self.dtype, device=self.device).expand(*self.shape))
+
+  def cholesky(self: Tensor, upper: bool = False) -> Tensor:
+    """L, lower triangular with a positive diagonal and L @ L^T = self, from self's lower triangle (the upper is not read),
+    as torch.linalg.cholesky; L^T with upper. Column by column: L's column j is (A's column j - L L_j^T) / sqrt(its j-th
+    entry). A matrix that is not positive-definite raises LinAlgError (the diagonal is read back once). The slope is
+    symmetric, as PyTorch's: that of a symmetric input."""
+    _square("cholesky", self)
+    if self.dtype.itemsize < 4: return self.float().cholesky(upper).cast(self.dtype)
+    cls, n = type(self), self.shape[-1]
+    rows, cols = cls.arange(n, device=self.device).reshape(n, 1), cls.arange(n, device=self.device)
+    mirrored = (rows >= cols).where(self, self.transpose(-2, -1))  # the lower triangle, reflected
+    symmetric = (self + self.transpose(-2, -1)) / 2
+    a = mirrored.detach() + (symmetric - symmetric.detach())  # mirrored's values, a symmetric input's slope
+    low, positive = cls.zeros(*self.shape, dtype=self.dtype, device=self.device), []
+    for step in range(n):
+      j = cls(np.array(step, np.int32), device=self.device)
+      row_j = (rows == j).where(low, 0.0).sum(-2, keepdim=True)  # (..., 1, n)
+      column = (cols == j).where(a, 0.0).sum(-1, keepdim=True) - (low * row_j).sum(-1, keepdim=True)  # (..., n, 1)
+      diagonal = (rows == j).where(column, 0.0).sum(-2, keepdim=True)
+      root = (diagonal > 0).where(diagonal, 1.0).sqrt()
+      low = (cols == j).where((rows == j).where(root, (rows > j).where(column / root, 0.0)), low).realize()
+      positive.append((diagonal > 0).all().reshape(1))  # a failed minor takes root 1, so later steps stay finite
+    failed = np.flatnonzero(~cls.cat(*positive).numpy()) if positive else ()
+    if len(failed):
+      raise LinAlgError(f"cholesky: the matrix of shape {self.shape} is not positive-definite (its leading minor of order {failed[0] + 1} is not)")
+    return low.transpose(-2, -1) if upper else low
 
   def newton_schulz(self: Tensor, steps: int, params: tuple[float, ...], eps: float = 1e-7) -> Tensor:
     """tinygrad's Newton-Schulz iteration (Muon's orthogonalization) on the last two axes: X scaled to Frobenius norm 1
