@@ -9,6 +9,7 @@ from test_ops_torch import check
 from tinyspec import Tensor, dtypes
 
 torch = pytest.importorskip("torch")
+F = torch.nn.functional
 
 
 def test_fmax_fmin_give_a_tie_wholly_to_self_as_pytorch():
@@ -53,3 +54,59 @@ def test_unique_matches_pytorch(dim):
       np.testing.assert_array_equal(o.numpy(), t.numpy())  # nan at the same places: each nan is its own value
     assert ours[0].dtype.name == str(theirs[0].dtype).removeprefix("torch.")
   assert Tensor([2, 1, 2]).unique().tolist() == [1, 2]
+
+
+def test_fourth_round_pointwise_values_match_pytorch():
+  """Signed >> past the width, copysign of uint8 by a negative Python scalar, isclose of ints far apart, hardtanh of ints,
+  celu near float32's max, a truncating float16 division by a scalar past its range, sign of nan."""
+  i32 = np.array([-100, -1, 100, -8], np.int32)
+  amounts = np.int32([32, -1, -1, 2])
+  np.testing.assert_array_equal((Tensor(i32) >> Tensor(amounts)).numpy(), (torch.tensor(i32) >> torch.tensor(amounts)).numpy())
+  np.testing.assert_array_equal((Tensor(np.int8([-8, 8])) >> 300).numpy(), [-1, 0])
+  assert Tensor(np.uint8([3])).copysign(-1).tolist() == [-3.0]
+  a, b = np.int8([-128, -1, 5]), np.int8([0, 127, 5])
+  np.testing.assert_array_equal(Tensor(a).isclose(Tensor(b)).numpy(), torch.isclose(torch.tensor(a), torch.tensor(b)).numpy())
+  ht = Tensor(np.int32([-5, 0, 1, 5])).hardtanh(-2.0, 0.5)
+  assert ht.dtype == dtypes.int32 and ht.tolist() == F.hardtanh(torch.tensor([-5, 0, 1, 5]), -2.0, 0.5).tolist()
+  check(lambda x: x.celu(0.5), lambda x: F.celu(x, 0.5), np.float32([3e38, -1.0, 0.0, 2.0]))
+  half = np.float16([np.inf, 3000.0, -7.0])
+  np.testing.assert_array_equal(Tensor(half).div(1e10, rounding_mode="trunc").numpy(), torch.tensor(half).div(1e10, rounding_mode="trunc").numpy())
+  check(lambda x: x.sign(), torch.sign, np.float32([math.nan, -1.0, 0.0, -0.0, 2.0, math.inf]))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_fourth_round_half_precision_ops_compute_in_float32(dtype):
+  """gelu (tanh), sinc, logaddexp(2), lerp, round(decimals) and logit of float16 and bfloat16 in float32, rounded once,
+  as PyTorch's opmath: within an ulp of PyTorch's (logit's log may round the other way), where the half computation was
+  off by up to 60% (and lerp and round(2) overflowed)."""
+  tdt = getattr(torch, dtype)
+  x = torch.tensor([-3.0, -2.5, -0.7, 0.0, 1.0, 2.0, 3.0, 100.0]).to(tdt)
+  y = torch.tensor([-0.7, 1.0, -0.7, 5.0, -3.0, 2.0, 0.5, -60000.0 if dtype == "float16" else -1e30]).to(tdt)
+  def ours(t): return Tensor(t.float().numpy()).cast(getattr(dtypes, dtype))
+  cases = [(ours(x).gelu(approximate="tanh"), F.gelu(x, approximate="tanh")), (ours(x).sinc(), torch.sinc(x)),
+           (ours(x).logaddexp(ours(y)), torch.logaddexp(x, y)), (ours(x).logaddexp2(ours(y)), torch.logaddexp2(x, y)),
+           (ours(x).lerp(ours(y), 0.75), torch.lerp(x, y, 0.75)), (ours(x * 10).round(2), torch.round(x * 10, decimals=2)),
+           (ours(x.sigmoid()).logit(), torch.logit(x.sigmoid()))]
+  for o, t in cases:
+    assert o.dtype.name == dtype
+    np.testing.assert_allclose(o.cast(dtypes.float32).numpy(), t.float().numpy(), rtol=2.0 ** -10 if dtype == "float16" else 2.0 ** -7, atol=0)
+
+
+def test_fourth_round_slopes_match_pytorch():
+  """float64 erfinv's slope at 0, xlogy's in x where x = 0 and y <= 0, sinc's near 0 (its series: the quotient's slope
+  cancels), hypot's in the finite operand beside an infinite one, logaddexp at float32's max, sign's (0, nan included)."""
+  check(lambda x: x.erfinv(), torch.erfinv, np.float64([0.0, -0.0, 1e-3, 0.3, -0.7]), rtol=1e-12, atol=0)
+  check(lambda x, y: x.xlogy(y), torch.xlogy, np.float32([0, 0, 0, 2, 1]), np.float32([1.0, -1.0, 2.0, 3.0, 0.5]))
+  x = Tensor(np.float32([0.0, 0.0]), requires_grad=True)
+  x.xlogy(Tensor(np.float32([0.0, -1.0]))).sum().backward()
+  assert x.grad.tolist() == [0.0, 0.0]  # PyTorch's; log(0)'s -inf times the untaken branch's 0 was nan
+  check(lambda x: x.sinc(), torch.sinc, np.float64([0.0, 1e-3, 0.2, -0.3, 0.5, 2.0]), rtol=1e-9, atol=1e-12)
+  s = Tensor(np.float64([1e-6, 1e-30]), requires_grad=True)
+  s.sinc().sum().backward()  # -pi^2 x / 3 near 0, where PyTorch's own slope cancels (7e-6 off at 1e-6, 0 at 1e-30)
+  np.testing.assert_allclose(s.grad.numpy(), [-math.pi ** 2 * 1e-6 / 3, -math.pi ** 2 * 1e-30 / 3], rtol=1e-12)
+  check(lambda x: x.sinc(), torch.sinc, np.float32([0.0, 0.2, -0.3, 0.5, 2.0]))
+  h = Tensor(np.float32([1.0, 3.0]), requires_grad=True)
+  h.hypot(Tensor(np.float32([math.inf, 4.0]))).sum().backward()
+  np.testing.assert_allclose(h.grad.numpy(), [0.0, 0.6])
+  check(lambda x, y: x.logaddexp(y), torch.logaddexp, np.float32([3e38, 1.0]), np.float32([3e38, 1.0]))
+  check(lambda x: x.sign() * 3, lambda x: x.sign() * 3, np.float32([math.nan, -2.0, 0.0, 5.0]))

@@ -464,7 +464,8 @@ class Program:
     if (op in ("neg", "relu", "clamp") and b) or (op == "~" and fl): return False
     if op == "neg": self.new(f"-{x}", Ref(np.negative(r.v), r.dt, r.err)); return True  # unsigned ints wrap around
     if op == "abs": self.new(f"{x}.abs()", Ref(np.abs(r.v), r.dt, r.err) if not b else r); return True
-    if op == "sign": self.new(f"{x}.sign()", Ref(np.sign(r.v).astype(r.v.dtype), r.dt) if not b else r); return True
+    if op == "sign":  # nan's sign is 0, PyTorch's (numpy's is nan)
+      self.new(f"{x}.sign()", Ref(np.nan_to_num(np.sign(r.v), nan=0.0).astype(r.v.dtype), r.dt) if not b else r); return True
     if op in ("floor", "ceil", "round", "trunc"):
       f = {"floor": np.floor, "ceil": np.ceil, "round": np.rint, "trunc": np.trunc}[op]
       self.new(f"{x}.{op}()", Ref(f(r.v).astype(r.v.dtype), r.dt) if fl else r)

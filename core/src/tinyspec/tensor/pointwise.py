@@ -61,7 +61,7 @@ def _erfinv_newton_step(x: Tensor, y: Tensor) -> Tensor:
   """Newton's step toward erfinv(x) from y (of x's sign, |x| < 1), without cancellation: on erf(|y|) - |x| below
   |x| = 1/2 (erf from its series, as |y| < 0.477 there), on log erfc(|y|) - log(1 - |x|) above (1 - |x| is exact there,
   and the log is nearly a parabola in y, so Newton converges from the far tail where the start is off by 0.6)."""
-  m, ya = x.abs(), (y < 0).where(-y, y)
+  m, ya = (x < 0).where(-x, x), (y < 0).where(-y, y)  # not abs: its slope at 0 is 0, and erfinv's there is sqrt(pi) / 2
   c = _erfc_of_magnitude(ya.minimum(27.0))
   tail_step = (c.log() - (1 - m).log()) * c
   center_step = m - _erf_near_zero(ya)[1]
@@ -174,11 +174,13 @@ class PointwiseMixin:
     return self._math(f)
   def log10(self: Tensor) -> Tensor: return self._math(lambda x: x.log2() * math.log10(2))
   def logaddexp(self: Tensor, y: Tensor | Scalar) -> Tensor:
-    """log(exp(x) + exp(y)) as max(x, y) + log1p(exp(-|x - y|)); (x + y) / 2 + log(2) where x == y (so -inf and -inf give
-    -inf, and the gradient of a tie is half each, as PyTorch's)."""
+    """log(exp(x) + exp(y)) as max(x, y) + log1p(exp(-|x - y|)); x / 2 + y / 2 + log(2) where x == y (so -inf and -inf
+    give -inf, 3e38 and 3e38 do not overflow, and the gradient of a tie is half each, as PyTorch's). float16 and bfloat16
+    compute in float32, rounded once."""
     x, y = _float_operands(self, y)
+    if x.dtype.itemsize < 4: return x.float().logaddexp(y.float()).cast(x.dtype)
     d = (x == y).where(0.0, x - y)
-    return (x == y).where((x + y) * 0.5 + math.log(2), x.maximum(y) + (-d.abs()).exp().log1p())
+    return (x == y).where(x * 0.5 + y * 0.5 + math.log(2), x.maximum(y) + (-d.abs()).exp().log1p())
 
   # ---- error function, inverse and hyperbolic trigonometry ----
   def erf(self: Tensor) -> Tensor:
@@ -335,12 +337,12 @@ class PointwiseMixin:
 
   # ---- sign, remainder, comparison ----
   def sign(self: Tensor) -> Tensor:
-    """-1, 0 or 1 in this dtype (nan stays nan; bool is itself)."""
+    """-1, 0 or 1 in this dtype; +0.0 for +-0.0 and nan, as PyTorch's (numpy's is nan); bool is itself. Slope 0
+    everywhere: a float's zero comes from x's own TRUNC, so the result stays in the graph (x.sign().sum().backward() works)."""
     if self.dtype == dtypes.bool: return self
-    s = (self > 0).where(self._const_like(1), self._const_like(0))
-    if dtypes.is_unsigned(self.dtype): return s
-    s = (self < 0).where(self._const_like(-1), s)
-    return self.isnan().where(self, s) if dtypes.is_float(self.dtype) else s
+    zero = (self == 0).where(self.trunc(), 0.0).abs() if dtypes.is_float(self.dtype) else self._const_like(0)
+    s = (self > 0).where(self._const_like(1), zero)
+    return s if dtypes.is_unsigned(self.dtype) else (self < 0).where(self._const_like(-1), s)
   def isnan(self: Tensor) -> Tensor: return self.ne(self) if dtypes.is_float(self.dtype) else self.full_like(False, dtypes.bool)
   def isinf(self: Tensor, detect_positive: bool = True, detect_negative: bool = True) -> Tensor:
     if not dtypes.is_float(self.dtype) or not (detect_positive or detect_negative): return self.full_like(False, dtypes.bool)
@@ -360,7 +362,11 @@ class PointwiseMixin:
     odd = e.bitwise_and(1).ne(0)
     return (e < 0).where(self.eq(1).where(1, self.eq(-1).where(odd.where(-1, 1), 0)).cast(self.dtype), out)
   def copysign(self: Tensor, y: Tensor | Scalar) -> Tensor:
-    """|x| with y's sign (-0.0 counts as negative, nan as positive)."""
+    """|x| with y's sign (-0.0 counts as negative, nan as positive). A Python y is read as it is, not first cast to x's
+    dtype (uint8's copysign(3, -1) is -3.0, as PyTorch's)."""
+    if isinstance(y, (int, float, np.number)):
+      x = self._float()
+      return -x.abs() if math.copysign(1.0, float(y)) < 0 else x.abs()
     x, y = _float_operands(self, y)
     return _negative(y).where(-x.abs(), x.abs())
   def _fmod_in_range(self: Tensor, d: Tensor, bits: int) -> tuple[Tensor, Tensor]:
@@ -437,8 +443,9 @@ class PointwiseMixin:
     """|x - y| <= atol + rtol |y| elementwise, or x == y (infinities of one sign); nan is close to nan only with equal_nan."""
     x, y = self._broadcasted(other)
     if x.dtype == dtypes.bool: return x == y
+    if not dtypes.is_float(x.dtype):  # the error in the default float, as PyTorch: x - y in the ints may wrap
+      return (x == y) | ((x._float() - y._float()).abs() <= atol + rtol * y._float().abs())
     close = (x == y) | ((x - y).abs() <= atol + rtol * y.abs())
-    if not dtypes.is_float(x.dtype): return close
     close = close & ~(x.isinf() | y.isinf()) | (x == y)
     return close | (x.isnan() & y.isnan()) if equal_nan else close
   def allclose(self: Tensor, other: Tensor | Scalar, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False) -> bool:
@@ -484,16 +491,18 @@ class PointwiseMixin:
     nonpos = (x := self._float()) <= 0
     return nonpos.where(alpha * nonpos.where(x, 0.0).expm1(), x)
   def hardtanh(self: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
-    """x clipped to [min_val, max_val]; unlike clamp (slope 1 at its bounds) no gradient at the bounds, as PyTorch."""
+    """x clipped to [min_val, max_val]; unlike clamp (slope 1 at its bounds) no gradient at the bounds, as PyTorch. An int
+    tensor keeps its dtype, the bounds truncated to ints, as PyTorch's."""
+    if dtypes.is_int(self.dtype): return self.clamp(int(min_val), int(max_val))
     return (self <= min_val).where(min_val, (self >= max_val).where(max_val, self))
   def gelu(self: Tensor, approximate: str = "tanh") -> Tensor:
     """x P(X <= x) for a standard normal X. The default, approximate="tanh", is tinygrad's Tensor.gelu (PyTorch has no
     Tensor.gelu): 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))). approximate="none" is the exact form, PyTorch's
     F.gelu default: 0.5 x (1 + erf(x / sqrt 2)) = 0.5 x erfc(-x / sqrt 2)."""
-    x = self._float()
-    if approximate == "tanh": return 0.5 * x * (1 + (math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)).tanh())
-    if approximate != "none": raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
-    return 0.5 * x * (-x * math.sqrt(0.5)).erfc()  # not 1 + erf: for x << 0 that cancels (float64's gelu(-6) kept 3 digits)
+    if approximate not in ("none", "tanh"): raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    def tanh_form(x: Tensor) -> Tensor: return 0.5 * x * (1 + (math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)).tanh())
+    def exact(x: Tensor) -> Tensor: return 0.5 * x * (-x * math.sqrt(0.5)).erfc()  # not 1 + erf: for x << 0 that cancels
+    return self._math(tanh_form if approximate == "tanh" else exact)  # halves in float32: x^3 passes float16's range
   def quick_gelu(self: Tensor) -> Tensor: return self * (self * 1.702).sigmoid()
   def relu6(self: Tensor) -> Tensor:
     """min(max(x, 0), 6); integers keep their dtype, as PyTorch's."""
@@ -521,7 +530,10 @@ class PointwiseMixin:
   def selu(self: Tensor) -> Tensor:
     """scale * elu(x, alpha) with SELU's constants."""
     return 1.0507009873554804934193349852946 * self.elu(1.6732632423543772848170429916717)
-  def celu(self: Tensor, alpha: float = 1.0) -> Tensor: return alpha * (self._float() / alpha).elu()
+  def celu(self: Tensor, alpha: float = 1.0) -> Tensor:
+    """x for x > 0, else alpha expm1(x / alpha); x itself above 0, so x / alpha cannot overflow there (celu(3e38, 0.5))."""
+    nonpos = (x := self._float()) <= 0
+    return nonpos.where(alpha * (nonpos.where(x, 0.0) / alpha).expm1(), x)
   def logsigmoid(self: Tensor) -> Tensor: return -(-self).softplus(threshold=math.inf)  # no cut-off: float64 keeps log1p(e^-22)
   def softsign(self: Tensor) -> Tensor: return (x := self._float()) / (1 + x.abs())
   def softmin(self: Tensor, axis: int = -1) -> Tensor: return (-self).softmax(axis)

@@ -114,7 +114,7 @@ def _weak(dt: DType, v: Scalar) -> DType:
   return dt if dtypes.is_float(dt) else dtypes.default_float
 
 def _scalar_in_float32(x: Tensor, y: Any) -> bool:
-  """Whether `x * y`, `x / y` or `x // y` is computed in float32 and rounded once, as PyTorch's "opmath" does for a
+  """Whether `x * y`, `x / y`, `x // y` or a truncating division is computed in float32 and rounded once, as PyTorch's "opmath" does for a
   float16 or bfloat16 x and a Python scalar y: x * 1e5 and x / 1e5 never see 1e5 rounded to inf or 1e-5 to 0 first.
   (PyTorch's + and - do round the scalar to x's dtype, and so do these.)"""
   return x.dtype in (dtypes.float16, dtypes.bfloat16) and not isinstance(y, Tensor) and _scalar(y) is not None
@@ -557,6 +557,7 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Lin
     """self / y: true division (ints give the default float) as DIV, IEEE's correctly rounded quotient where the backend
     divides natively (isel's decomposition elsewhere); rounding_mode "floor" or "trunc" as PyTorch."""
     if rounding_mode == "floor": return self.floordiv(y, reverse)
+    if rounding_mode == "trunc" and _scalar_in_float32(self, y): return self.float().div(y, reverse, "trunc").cast(self.dtype)
     if rounding_mode is None and _scalar_in_float32(self, y):  # y / x as PyTorch: x's reciprocal rounded, then the product
       return (self.reciprocal().float() * y if reverse else self.float() / y).cast(self.dtype)
     # true division of an int tensor by a Python scalar goes to float first, so the scalar is not wrapped (uint8 / -2 is -x/2)
@@ -565,7 +566,8 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Lin
       if not dtypes.is_float(x.dtype):
         q = x // y  # floor; step toward zero where the quotient is negative and inexact
         return (((x % y).ne(0)) & ((x < 0).ne(y < 0))).where(q + 1, q)
-      return (x / y).trunc()
+      # float16's rounded x/y can reach the next integer: in float32, rounded once, as PyTorch (and floordiv)
+      return (x.float() / y.float()).trunc().cast(x.dtype) if x.dtype.itemsize < 4 else (x / y).trunc()
     if rounding_mode is not None: raise RuntimeError(f"div: rounding_mode must be None, 'floor' or 'trunc', got {rounding_mode!r}")
     x, y = x._float(), y._float()
     return x._new(UOp(Ops.DIV, (x.uop, y.uop)))
@@ -684,8 +686,13 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Lin
   def bitwise_xor(self, y: Tensor | Scalar, reverse: bool = False) -> Tensor: return self._bitwise(Ops.XOR, y, reverse)
   def lshift(self, y: Tensor | int, reverse: bool = False) -> Tensor: return self._bitwise(Ops.SHL, y, reverse, shift=True)
   def rshift(self, y: Tensor | int, reverse: bool = False) -> Tensor:
-    """self >> y: arithmetic for signed ints (the sign fills in), logical for unsigned."""
-    return self._bitwise(Ops.SHR, y, reverse, shift=True)
+    """self >> y: arithmetic for signed ints (the sign fills in), logical for unsigned. A signed shift by a negative amount or
+    the width or more gives the sign's fill, -1 or 0, as PyTorch's (the IR's SHR gives 0 there): a shift by width - 1."""
+    x, y = self._broadcasted(y, reverse)
+    if dtypes.is_int(x.dtype) and not dtypes.is_unsigned(x.dtype) and x.dtype != dtypes.bool:
+      bits = 8 * x.dtype.itemsize
+      y = ((y < 0) | (y >= bits)).where(bits - 1, y)
+    return x._bitwise(Ops.SHR, y, shift=True)
   def bitwise_not(self) -> Tensor:
     """~self: logical not for bool, XOR with all ones for ints."""
     if dtypes.is_float(self.dtype): raise NotImplementedError(f"bitwise_not is not defined for {self.dtype}: it takes integer or bool tensors")
@@ -776,6 +783,7 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Lin
     (x - floor(x) is exact for every float; large floats are integers already and have x - f = 0.) `decimals` rounds
     x * 10**decimals and divides back, as PyTorch (x / 10**-decimals and multiplies back, for negative decimals)."""
     if not dtypes.is_float(self.dtype): return self
+    if decimals and self.dtype.itemsize < 4: return self.float().round(decimals).cast(self.dtype)  # x * 10**d passes float16's range
     if decimals > 0: return (self * 10.0 ** decimals).round() / 10.0 ** decimals
     if decimals < 0: return (self / 10.0 ** -decimals).round() * 10.0 ** -decimals
     f = self.floor()
@@ -784,7 +792,11 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Lin
     return (r == 0).where(self * 0, r)  # a zero takes x's sign: round(-0.3) is -0.0
   def lerp(self, end: Tensor | Scalar, weight: Tensor | Scalar) -> Tensor:
     """self + weight (end - self), from the nearer end as PyTorch's: end - (end - self)(1 - weight) for |weight| >= 1/2, so
-    weight 1 gives end exactly, and lerp(-inf, 2, 0.9) is -inf (not -inf + inf)."""
+    weight 1 gives end exactly, and lerp(-inf, 2, 0.9) is -inf (not -inf + inf). float16 and bfloat16 compute in float32
+    (end - self may pass their range) and round once, as PyTorch."""
+    if self.dtype.itemsize < 4 and dtypes.is_float(self.dtype):
+      def wide(v: Tensor | Scalar) -> Tensor | Scalar: return v.float() if isinstance(v, Tensor) else v
+      return self.float().lerp(wide(end), wide(weight)).cast(self.dtype)
     diff = end - self
     if not isinstance(weight, Tensor): return self + diff * weight if abs(weight) < 0.5 else end - diff * (1 - weight)  # one side only
     return (weight.abs() < 0.5).where(self + diff * weight, end - diff * (1 - weight))
