@@ -110,3 +110,23 @@ def test_fourth_round_slopes_match_pytorch():
   np.testing.assert_allclose(h.grad.numpy(), [0.0, 0.6])
   check(lambda x, y: x.logaddexp(y), torch.logaddexp, np.float32([3e38, 1.0]), np.float32([3e38, 1.0]))
   check(lambda x: x.sign() * 3, lambda x: x.sign() * 3, np.float32([math.nan, -2.0, 0.0, 5.0]))
+
+
+def test_fourth_round_reductions_and_new_ops_match_pytorch():
+  """median of infinities (inf - inf was nan), the inf-norms' slopes shared by tied maxima over an int dim, and
+  nan_to_num, heaviside and positive, which were missing."""
+  for a in (np.float32([1.0, math.inf, math.inf]), np.float32([-math.inf, -math.inf, 0.0]), np.float32([1.0, 2.0, 2.0, 3.0])):
+    check(lambda x: x.median(), lambda x: x.median(), a)
+  for p in (math.inf, -math.inf):
+    check(lambda x: x.norm(p, 0), lambda x: torch.linalg.vector_norm(x, p, 0), np.float32([[2.0, 1.0], [-2.0, 1.0]]))
+  edges = np.float32([math.nan, math.inf, -math.inf, 1.5, -0.0, 0.0, -2.0])
+  check(lambda x: x.nan_to_num(), lambda x: x.nan_to_num(), edges)
+  check(lambda x: x.nan_to_num(1.0, 7.0, -9.0), lambda x: x.nan_to_num(1.0, 7.0, -9.0), edges)
+  for name in ("float16", "bfloat16", "float64"):
+    ours = Tensor(edges).cast(getattr(dtypes, name)).nan_to_num().cast(dtypes.float64).numpy()
+    np.testing.assert_array_equal(ours, torch.tensor(edges).to(getattr(torch, name)).nan_to_num().double().numpy())
+  np.testing.assert_array_equal(Tensor(edges).heaviside(Tensor(np.full(7, 0.5, np.float32))).numpy(),
+                                torch.heaviside(torch.tensor(edges), torch.full((7,), 0.5)).numpy())
+  assert Tensor(np.int32([-2, 0, 3])).heaviside(7).tolist() == [0, 7, 1]
+  assert Tensor([1.0, -2.0]).positive().tolist() == [1.0, -2.0]
+  with pytest.raises(RuntimeError, match="bool"): Tensor([True]).positive()

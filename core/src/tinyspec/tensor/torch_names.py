@@ -273,8 +273,8 @@ class TorchNamesMixin:
         s = (x * x).sum(dim, keepdim)
         return (s == 0).where(0.0, (s == 0).where(1.0, s).sqrt())  # sqrt's slope at 0 is inf, and inf * 0 is nan: 1 there instead
       a = x.abs()
-      if p == math.inf: return a.max(dim, keepdim)
-      if p == -math.inf: return a.min(dim, keepdim)
+      if p == math.inf: return a.amax(() if dim is None else dim, keepdim)  # amax: tied maxima share the slope, as PyTorch's
+      if p == -math.inf: return a.amin(() if dim is None else dim, keepdim)
       if p == 0: return (x != 0).sum(dim, keepdim).cast(x.dtype)
       if p == 1: return a.sum(dim, keepdim)
       # slope 0 where an element is 0 (a ** p's is inf there for p < 1) and at a zero sum (s ** (1/p)'s is inf), as PyTorch
@@ -293,7 +293,7 @@ class TorchNamesMixin:
       if not self.requires_grad or not dtypes.is_float(self.dtype): return m
       ties = self == m.detach()
       share = ties.where(self, 0.0).sum() / ties.sum().maximum(1).cast(self.dtype)  # the median itself, each tie's slope 1/count
-      return m.detach() + (share - share.detach())
+      return m.isinf().where(share, m.detach() + (share - share.detach()))  # an infinite share minus itself is nan
     d = resolve_dim(dim, self.ndim)
     if self.ndim and self.shape[d] == 0: raise IndexError(f"median: cannot take the median of an empty dim {dim} of shape {self.shape}")
     values, indices = self.sort(d)
@@ -425,6 +425,21 @@ class TorchNamesMixin:
   def float_power(self: Tensor, exponent: Tensor | Scalar) -> Tensor:
     """self ** exponent computed in float64, as PyTorch's (the device must have float64)."""
     return self.cast(dtypes.float64).pow(exponent.cast(dtypes.float64) if isinstance(exponent, type(self)) else exponent)
+  def nan_to_num(self: Tensor, nan: float = 0.0, posinf: float | None = None, neginf: float | None = None) -> Tensor:
+    """nan, inf and -inf replaced by `nan`, `posinf` and `neginf` (None: the dtype's largest and smallest finite values), as
+    torch.nan_to_num; ints and bools are returned as they are. The replaced places have slope 0."""
+    if not dtypes.is_float(self.dtype): return self
+    top = float(np.finfo(self.dtype.np).max) if self.dtype != dtypes.bfloat16 else 3.3895313892515355e38
+    hi, lo = top if posinf is None else posinf, -top if neginf is None else neginf
+    return self.isnan().where(nan, (self == math.inf).where(hi, (self == -math.inf).where(lo, self)))
+  def heaviside(self: Tensor, values: Tensor | Scalar) -> Tensor:
+    """1 where x > 0, `values` where x == 0, else 0 (nan included), as torch.heaviside; no slope."""
+    x, v = self._broadcasted(values)
+    return (x == 0).where(v, (x > 0).where(x._const_like(1), x._const_like(0))).detach()
+  def positive(self: Tensor) -> Tensor:
+    """self itself, as torch.positive (+x); a bool tensor raises, as PyTorch's."""
+    if self.dtype == dtypes.bool: raise RuntimeError("positive: not supported for bool tensors")
+    return self
   def deg2rad(self: Tensor) -> Tensor: return self._float() * (math.pi / 180)
   def rad2deg(self: Tensor) -> Tensor: return self._float() * (180 / math.pi)
   def frac(self: Tensor) -> Tensor: return self - self.trunc()
