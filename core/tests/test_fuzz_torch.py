@@ -118,7 +118,7 @@ def test_fourth_round_reductions_and_new_ops_match_pytorch():
   for a in (np.float32([1.0, math.inf, math.inf]), np.float32([-math.inf, -math.inf, 0.0]), np.float32([1.0, 2.0, 2.0, 3.0])):
     check(lambda x: x.median(), lambda x: x.median(), a)
   for p in (math.inf, -math.inf):
-    check(lambda x: x.norm(p, 0), lambda x: torch.linalg.vector_norm(x, p, 0), np.float32([[2.0, 1.0], [-2.0, 1.0]]))
+    check(lambda x, p=p: x.norm(p, 0), lambda x, p=p: torch.linalg.vector_norm(x, p, 0), np.float32([[2.0, 1.0], [-2.0, 1.0]]))
   edges = np.float32([math.nan, math.inf, -math.inf, 1.5, -0.0, 0.0, -2.0])
   check(lambda x: x.nan_to_num(), lambda x: x.nan_to_num(), edges)
   check(lambda x: x.nan_to_num(1.0, 7.0, -9.0), lambda x: x.nan_to_num(1.0, 7.0, -9.0), edges)

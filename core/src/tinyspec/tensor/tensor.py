@@ -778,28 +778,6 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Lin
     if not dtypes.is_float(self.dtype): return self
     t = self.trunc()
     return (self > t).where(t + 1, t)
-  def round(self, decimals: int = 0) -> Tensor:
-    """Round half to even, as PyTorch: from f = floor(x), up when x - f > 0.5, and at exactly 0.5 only if f is odd.
-    (x - floor(x) is exact for every float; large floats are integers already and have x - f = 0.) `decimals` rounds
-    x * 10**decimals and divides back, as PyTorch (x / 10**-decimals and multiplies back, for negative decimals)."""
-    if not dtypes.is_float(self.dtype): return self
-    if decimals and self.dtype.itemsize < 4: return self.float().round(decimals).cast(self.dtype)  # x * 10**d passes float16's range
-    if decimals > 0: return (self * 10.0 ** decimals).round() / 10.0 ** decimals
-    if decimals < 0: return (self / 10.0 ** -decimals).round() * 10.0 ** -decimals
-    f = self.floor()
-    frac, odd = self - f, (f * 0.5).floor() * 2 != f
-    r = ((frac > 0.5) | ((frac == 0.5) & odd)).where(f + 1, f)
-    return (r == 0).where(self * 0, r)  # a zero takes x's sign: round(-0.3) is -0.0
-  def lerp(self, end: Tensor | Scalar, weight: Tensor | Scalar) -> Tensor:
-    """self + weight (end - self), from the nearer end as PyTorch's: end - (end - self)(1 - weight) for |weight| >= 1/2, so
-    weight 1 gives end exactly, and lerp(-inf, 2, 0.9) is -inf (not -inf + inf). float16 and bfloat16 compute in float32
-    (end - self may pass their range) and round once, as PyTorch."""
-    if self.dtype.itemsize < 4 and dtypes.is_float(self.dtype):
-      def wide(v: Tensor | Scalar) -> Tensor | Scalar: return v.float() if isinstance(v, Tensor) else v
-      return self.float().lerp(wide(end), wide(weight)).cast(self.dtype)
-    diff = end - self
-    if not isinstance(weight, Tensor): return self + diff * weight if abs(weight) < 0.5 else end - diff * (1 - weight)  # one side only
-    return (weight.abs() < 0.5).where(self + diff * weight, end - diff * (1 - weight))
 
   # ---- the basic reductions: sum and max (the rest, prod and min among them, are in reduce.py) ----
   def _axes(self, axis: int | tuple[int, ...] | list[int] | None) -> tuple[int, ...]:
