@@ -353,10 +353,10 @@ class PointwiseMixin:
     weight 1 gives end exactly, and lerp(-inf, 2, 0.9) is -inf (not -inf + inf). float16 and bfloat16 compute in float32
     (end - self may pass their range) and round once, as PyTorch."""
     if self.dtype.itemsize < 4 and dtypes.is_float(self.dtype):
-      def wide(v: Tensor | Scalar) -> Tensor | Scalar: return v.float() if isinstance(v, Tensor) else v
+      def wide(v: Tensor | Scalar) -> Tensor | Scalar: return v.float() if isinstance(v, type(self)) else v
       return self.float().lerp(wide(end), wide(weight)).cast(self.dtype)
     diff = end - self
-    if not isinstance(weight, Tensor): return self + diff * weight if abs(weight) < 0.5 else end - diff * (1 - weight)  # one side only
+    if not isinstance(weight, type(self)): return self + diff * weight if abs(weight) < 0.5 else end - diff * (1 - weight)  # one side only
     return (weight.abs() < 0.5).where(self + diff * weight, end - diff * (1 - weight))
 
   # ---- sign, remainder, comparison ----
