@@ -114,9 +114,9 @@ def _weak(dt: DType, v: Scalar) -> DType:
   return dt if dtypes.is_float(dt) else dtypes.default_float
 
 def _scalar_in_float32(x: Tensor, y: Any) -> bool:
-  """Whether `x * y`, `x / y`, `x // y` or a truncating division is computed in float32 and rounded once, as PyTorch's "opmath" does for a
-  float16 or bfloat16 x and a Python scalar y: x * 1e5 and x / 1e5 never see 1e5 rounded to inf or 1e-5 to 0 first.
-  (PyTorch's + and - do round the scalar to x's dtype, and so do these.)"""
+  """Whether `x * y`, `x / y`, `x // y` or a truncating division is computed in float32 and rounded once, as PyTorch's
+  "opmath" does for a float16 or bfloat16 x and a Python scalar y: x * 1e5 and x / 1e5 never see 1e5 rounded to inf or
+  1e-5 to 0 first. (PyTorch's + and - do round the scalar to x's dtype, and so do these.)"""
   return x.dtype in (dtypes.float16, dtypes.bfloat16) and not isinstance(y, Tensor) and _scalar(y) is not None
 
 def _to_numpy(data: Any, dtype: DType | None) -> np.ndarray:
