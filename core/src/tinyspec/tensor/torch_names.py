@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tinyspec.dtype import SINTS, dtypes
+from tinyspec.dtype import SINTS, dtypes, finite_max
 from tinyspec.tensor.movement import resolve_dim, shape_arg
 from tinyspec.tensor.pointwise import _edge_slopes, _float_operands, _poly
 
@@ -429,7 +429,7 @@ class TorchNamesMixin:
     """nan, inf and -inf replaced by `nan`, `posinf` and `neginf` (None: the dtype's largest and smallest finite values), as
     torch.nan_to_num; ints and bools are returned as they are. The replaced places have slope 0."""
     if not dtypes.is_float(self.dtype): return self
-    top = float(np.finfo(self.dtype.np).max) if self.dtype != dtypes.bfloat16 else 3.3895313892515355e38
+    top = finite_max(self.dtype)
     hi, lo = top if posinf is None else posinf, -top if neginf is None else neginf
     return self.isnan().where(nan, (self == math.inf).where(hi, (self == -math.inf).where(lo, self)))
   def heaviside(self: Tensor, values: Tensor | Scalar) -> Tensor:
