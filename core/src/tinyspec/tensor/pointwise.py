@@ -386,12 +386,9 @@ class PointwiseMixin:
     odd = e.bitwise_and(1).ne(0)
     return (e < 0).where(self.eq(1).where(1, self.eq(-1).where(odd.where(-1, 1), 0)).cast(self.dtype), out)
   def copysign(self: Tensor, y: Tensor | Scalar) -> Tensor:
-    """|x| with y's sign (-0.0 counts as negative, nan as positive). A Python y is read as it is, not first cast to x's
-    dtype (uint8's copysign(3, -1) is -3.0, as PyTorch's)."""
-    if isinstance(y, (int, float, np.number)):
-      x = self._float()
-      return -x.abs() if math.copysign(1.0, float(y)) < 0 else x.abs()
-    x, y = _float_operands(self, y)
+    """|x| with y's sign (-0.0 counts as negative, nan as positive). A Python y joins x once x is a float, not x's own
+    dtype first (uint8's copysign(3, -1) is -3.0, as PyTorch's); a tensor y promotes with x as usual."""
+    x, y = _float_operands(self, y) if isinstance(y, type(self)) else self._float()._broadcasted(y)
     return _negative(y).where(-x.abs(), x.abs())
   def _fmod_in_range(self: Tensor, d: Tensor, bits: int) -> tuple[Tensor, Tensor]:
     """C's fmod(x, d), exactly, and the quotient trunc(x / d), for finite x and a normal d with |x / d| below
