@@ -50,14 +50,14 @@ def _gauss_jordan(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor, Tensor]:
   is 0 rather than nan. One realized step per column, its index a buffer so every step runs the same kernels."""
   cls, n = type(a), a.shape[-1]
   rows, cols = cls.arange(n, device=a.device).reshape(n, 1), cls.arange(n, device=a.device)
+  def swapped(m: Tensor, j: Tensor, p: Tensor) -> tuple[Tensor, Tensor]:  # rows j and p exchanged; and the new row j
+    row_j, row_p = (rows == j).where(m, 0.0).sum(-2, keepdim=True), (rows == p).where(m, 0.0).sum(-2, keepdim=True)
+    return (rows == j).where(row_p, (rows == p).where(row_j, m)), row_p
   sign, pivots = cls.ones(*a.shape[:-2], 1, 1, dtype=a.dtype, device=a.device), []
   for step in range(n):
     j = cls(np.array(step, np.int32), device=a.device)
     column = (cols == j).where(a, 0.0).sum(-1, keepdim=True)  # (..., n, 1)
     p = (rows >= j).where(column.abs(), -1.0).argmax(-2, keepdim=True).detach()  # the pivot row: a choice, so no slope
-    def swapped(m: Tensor, j: Tensor, p: Tensor) -> tuple[Tensor, Tensor]:  # rows j and p exchanged; and the new row j
-      row_j, row_p = (rows == j).where(m, 0.0).sum(-2, keepdim=True), (rows == p).where(m, 0.0).sum(-2, keepdim=True)
-      return (rows == j).where(row_p, (rows == p).where(row_j, m)), row_p
     a, a_row = swapped(a, j, p)
     b, b_row = swapped(b, j, p)
     pivot = (cols == j).where(a_row, 0.0).sum(-1, keepdim=True)  # (..., 1, 1)
