@@ -130,3 +130,19 @@ def test_fourth_round_reductions_and_new_ops_match_pytorch():
   assert Tensor(np.int32([-2, 0, 3])).heaviside(7).tolist() == [0, 7, 1]
   assert Tensor([1.0, -2.0]).positive().tolist() == [1.0, -2.0]
   with pytest.raises(RuntimeError, match="bool"): Tensor([True]).positive()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fmod_remainder_floor_divide_at_the_ends_of_the_range_match_pytorch(dtype):
+  """An x smaller than y is its own remainder however far apart they are (1 % 3e38, 0 % 1e-300 were nan, 0 // -1e38
+  was -1), a y near the top of the range no longer overflows a split (3e38 % 4e37 was nan), and a float64 y scaled up
+  from below the normal range is scaled by a float64 power of two (it was a float32 inf)."""
+  big = 3e38 if dtype == np.float32 else 1e308
+  tiny = 1e-40 if dtype == np.float32 else 1e-300
+  x = dtype([1.0, -5.0, 0.0, -0.0, big, big, tiny, -7.3 * tiny, 0.0, 2.5 * tiny])
+  y = dtype([big, 2.0 ** 120, -big, 1e38, big / 7.5, big / 1e17, big, tiny, tiny, tiny])  # quotients within fmod's reach
+  for ours, theirs in ((lambda a, b: a.fmod(b), torch.fmod), (lambda a, b: a % b, torch.remainder)):
+    check(ours, theirs, x, y, rtol=0, atol=0)
+  got, want = (Tensor(x) // Tensor(y)).numpy(), torch.floor_divide(torch.tensor(x), torch.tensor(y)).numpy()
+  np.testing.assert_array_equal(got[:6], want[:6])
+  np.testing.assert_array_equal(np.signbit(got[:6]), np.signbit(want[:6]))  # the zero quotients' signs

@@ -413,14 +413,17 @@ class PointwiseMixin:
     """C's fmod for float32/64 x and y (same shape), and trunc(x / y) (rounded past 2**bits), both exact as C's while
     |x / y| < 2**60 (float32) or 2**98 (float64); past that only for a power-of-two y, else nan (C's stays exact).
     _fmod_in_range takes the remainder modulo y 2**(k s), k = steps .. 1, then modulo y, each step leaving a quotient
-    below 2**s for the next (s = bits - 4; y 2**n is a multiple of y, so each keeps x mod y). A y too small for Dekker's
-    products (they would lose bits below the normal range) is scaled up first, x with it.
-    x itself for a finite x and y = +-inf; nan for x = +-inf, y = 0 or a nan.
+    below 2**s for the next (s = bits - 4; y 2**n is a multiple of y, so each keeps x mod y). Both are scaled by one power
+    of two first where the products need it: up for a y too small for Dekker's products (they would lose bits below the
+    normal range), down for an x so large that a Veltkamp split of y 2**n would overflow.
+    x itself where |x| < |y| (its own remainder, however far apart they are) and for a finite x and y = +-inf; nan for
+    x = +-inf, y = 0 or a nan.
     Slopes as PyTorch's: 1 in x, -trunc(x / y) in y (the steps' quotients, each times its power of two)."""
     regular, by_inf = self.isfinite() & y.isfinite() & (y != 0), self.isfinite() & y.isinf()
     x, d = regular.where(self, 0.0), regular.where(y, 1.0)  # finite where the general case is not used (0 * nan)
     bits, steps, tiny = (24, 2, -78) if x.dtype == dtypes.float32 else (53, 1, -916)  # tiny: 2 mantissas above the normal range
-    step, scale = bits - 4, (d.abs() < 2.0 ** tiny).where(2.0 ** (4 * bits), 1.0)
+    huge = np.finfo(x.dtype.np).maxexp - bits  # from here y 2**n <= x, times the split factor, could overflow
+    step, scale = bits - 4, (d.abs() < 2.0 ** tiny).where(x.full_like(2.0 ** (4 * bits)), (x.abs() >= 2.0 ** huge).where(2.0 ** (-2 * bits), 1.0))
     f, ds, quotient = x * scale, d * scale, x.zeros_like()
     for k in range(steps, 0, -1):
       m = ds * 2.0 ** (k * step)
@@ -434,6 +437,8 @@ class PointwiseMixin:
     power_of_two = (ds.detach().bitcast(dtypes.int32 if bits == 24 else dtypes.int64) & (2 ** (bits - 1) - 1)) == 0  # ds is normal
     beyond = power_of_two.where(_negative(x).where(-(zero.detach() - zero), zero), zero + math.nan)
     f, quotient = reached.where(f / scale, beyond), reached.where(quotient + q, math.nan)
+    own = x.abs() < d.abs()  # x is its own remainder (scaled, it could have lost bits below the normal range)
+    f, quotient = own.where(x, f), own.where(0.0, quotient)
     undefined = (regular | by_inf).logical_not()
     nan = (self - self.detach()) + (y - y.detach()) * undefined.where(math.nan, 0.0) + math.nan  # PyTorch's slopes: 1 in x, nan in y
     return regular.where(f, by_inf.where(self, nan)), quotient
