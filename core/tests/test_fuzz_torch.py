@@ -146,3 +146,11 @@ def test_fmod_remainder_floor_divide_at_the_ends_of_the_range_match_pytorch(dtyp
   got, want = (Tensor(x) // Tensor(y)).numpy(), torch.floor_divide(torch.tensor(x), torch.tensor(y)).numpy()
   np.testing.assert_array_equal(got[:6], want[:6])
   np.testing.assert_array_equal(np.signbit(got[:6]), np.signbit(want[:6]))  # the zero quotients' signs
+
+
+def test_float32_std_past_a_variance_of_3e38_matches_pytorch():
+  # the variance overflows float32 from deviations of about 1e19, the deviation itself does not (PyTorch sums in float64)
+  x = np.float32([[1e20, -1e20, 3.0], [2e19, 1.0, 0.5], [1.0, 2.0, 4.0]])
+  check(lambda a: a.std(1), lambda a: a.std(1), x)
+  check(lambda a: a.std(), lambda a: a.std(), x)
+  check(lambda a: a.std_mean(0)[0], lambda a: torch.std_mean(a, 0)[0], x)

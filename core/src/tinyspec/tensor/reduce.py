@@ -77,11 +77,15 @@ class ReduceMixin:
   def std(self: Tensor, axis: Axis = None, keepdim: bool = False, correction: int | float = 1) -> Tensor:
     """The standard deviation over `axis`: sqrt of `var` with the same `correction`. Where the variance is 0 the gradient is
     0, as PyTorch's (sqrt's infinite slope there times var's zero slope would be nan). float16 takes the root in float32
-    (its variance may pass float16's range when the deviation does not)."""
-    def root(x: Tensor) -> Tensor:
+    (its variance may pass float16's range when the deviation does not). So does a float32 variance past 3e38 from
+    deviations past 1e19: there the root is taken of x 2**-80's variance and scaled back (PyTorch's float32 std sums in
+    float64); a power of two scales exactly, so the root elsewhere stays the one from x itself."""
+    def root(v: Tensor) -> Tensor: return (v == 0).where(0.0, v).sqrt()
+    def std(x: Tensor) -> Tensor:
       v = x.var(axis, keepdim, correction)
-      return (v == 0).where(0.0, v).sqrt()
-    return self._math(root)
+      if x.dtype != dtypes.float32: return root(v)
+      return v.isinf().where(root((x * 2.0 ** -80).var(axis, keepdim, correction)) * 2.0 ** 80, root(v))
+    return self._math(std)
 
   def var_mean(self: Tensor, axis: Axis = None, keepdim: bool = False, correction: int | float = 1) -> tuple[Tensor, Tensor]:
     """(var, mean) over `axis`, as torch.var_mean."""
