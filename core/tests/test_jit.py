@@ -72,6 +72,6 @@ def test_batchnorm_running_statistics_update_on_every_replay():
       Tensor.realize(out, bn.running_mean, bn.running_var, bn.num_batches_tracked)
       return out
     g = TinyJit(f) if jit else f
-    for x in xs: g(_t(x))
+    for x in xs: g(Tensor(x))  # on the default device, where nn.BatchNorm keeps its statistics
     return np.concatenate([bn.running_mean.numpy(), bn.running_var.numpy(), bn.num_batches_tracked.numpy().reshape(1)])
   np.testing.assert_allclose(run(True), run(False), rtol=1e-6)  # a replay writes the statistics' buffers as a plain call does
