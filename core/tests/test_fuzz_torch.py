@@ -154,3 +154,10 @@ def test_float32_std_past_a_variance_of_3e38_matches_pytorch():
   check(lambda a: a.std(1), lambda a: a.std(1), x)
   check(lambda a: a.std(), lambda a: a.std(), x)
   check(lambda a: a.std_mean(0)[0], lambda a: torch.std_mean(a, 0)[0], x)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_digamma_near_zero_matches_pytorch(dtype):
+  # -1/x - gamma below 2**-30: float32's digamma(2**-128) is -inf (it was float32's max, from pi x rounded), slopes 1/x^2
+  x = dtype([2.0 ** -128, -2.0 ** -128, 3e-39, 1e-38, 1e-9, -1e-9, 2.0 ** -29, 2.0 ** -31, 0.3])
+  check(lambda a: a.digamma(), torch.digamma, x)

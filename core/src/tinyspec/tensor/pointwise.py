@@ -315,7 +315,8 @@ class PointwiseMixin:
     return self._math(f)
   def digamma(self: Tensor) -> Tensor:
     """The logarithmic derivative of Gamma: the asymptotic series log x - 1 / 2x - sum B_2k / (2k x^2k) from x = 8 on, the
-    recurrence digamma(x) = digamma(x + 8) - sum 1 / (x + i) below it, and digamma(1 - x) - pi / tan(pi x) for x < 1/2.
+    recurrence digamma(x) = digamma(x + 8) - sum 1 / (x + i) below it, digamma(1 - x) - pi / tan(pi x) for x < 1/2, and
+    -1 / x - Euler's gamma for |x| < 2**-30 (the next term, pi^2 x / 6, is below float64's rounding there).
     As PyTorch: -inf at +0.0, inf at -0.0, nan at the negative integers and -inf. Slope: the formula's (trigamma), 0 at
     those points."""
     def positive(x: Tensor) -> Tensor:  # x >= 1/2 (or inf)
@@ -326,11 +327,14 @@ class PointwiseMixin:
       series = y.log() - 0.5 * r + r * r * _poly(r * r, _DIGAMMA_ASYMPTOTIC)
       return small.where(series - small.where(shift, 0.0), series)
     def f(x: Tensor) -> Tensor:
+      tiny = (x.abs() < 2.0 ** -30) & (x != 0)  # past pi x's rounding: -1 / x - gamma (-inf past -1 / float32's max)
+      x, x_tiny = tiny.where(0.25, x), tiny.where(x, 1.0)  # each branch on its own inputs: an untaken slope is still multiplied by 0
       reflect = x < 0.5
       near = reflect.where(x - x.round(), 0.25)  # tan(pi x) from x's distance to the nearest integer, exact
       pole = reflect & (near == 0)
       cot = math.pi / (pole.where(0.25, near) * math.pi).sin() * (pole.where(0.25, near) * math.pi).cos()
       value = reflect.where(positive(reflect.where(1 - x, x)) - cot, positive(reflect.where(0.5, x)))
+      value = tiny.where(-x_tiny.reciprocal() - np.euler_gamma, value)
       at_zero = _negative(x).where(math.inf, -math.inf)  # the pole at 0 keeps the sign of the side it is approached from
       return pole.where((x == 0).where(at_zero, math.nan), (x == -math.inf).where(math.nan, value))
     return self._math(f)
