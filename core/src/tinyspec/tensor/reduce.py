@@ -84,7 +84,8 @@ class ReduceMixin:
     def std(x: Tensor) -> Tensor:
       v = x.var(axis, keepdim, correction)
       if x.dtype != dtypes.float32: return root(v)
-      return v.isinf().where(root((x * 2.0 ** -80).var(axis, keepdim, correction)) * 2.0 ** 80, root(v))
+      scaled = (x * 2.0 ** -80).var(axis, keepdim, correction)  # nan or inf where n - correction <= 0 is what overflowed
+      return (v.isinf() & scaled.isfinite()).where(root(scaled) * 2.0 ** 80, root(v))
     return self._math(std)
 
   def var_mean(self: Tensor, axis: Axis = None, keepdim: bool = False, correction: int | float = 1) -> tuple[Tensor, Tensor]:
