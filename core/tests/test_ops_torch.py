@@ -20,8 +20,8 @@ M = X[:56].reshape(7, 8)
 
 
 def leaves(*arrays):
-  """Each array as a tinyspec and a torch tensor, both requiring grad."""
-  return [(Tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)) for a in arrays]
+  """Each array as a tinyspec and a torch tensor, both requiring grad if it holds floats."""
+  return [(Tensor(a, requires_grad=g), torch.tensor(a, requires_grad=g)) for a in arrays for g in [np.asarray(a).dtype.kind == "f"]]
 
 def check(ours, theirs, *arrays, rtol=1e-5, atol=1e-6):
   """ours(*tinyspec tensors) against theirs(*torch tensors), each returning a tensor or a tuple of them: every output's
@@ -221,13 +221,15 @@ def test_topk_every_dtype_matches_pytorchs_stable_order(dtype, sort_way):
     np.testing.assert_array_equal(i.numpy(), ti[:, :k].numpy())
     np.testing.assert_array_equal(v.numpy(), tv[:, :k].numpy())
 
-EINSUMS = ["ij,jk->ik", "ij,jk", "bij,kj->bik", "...j,jk->...k", "ij,kl->ikjl", "ij->", "ij->ji", "bij,bjk->bik", "ii->i", "ii", "iij,jk->ik"]
+EINSUMS = ["ij,jk->ik", "ij,jk", "bij,kj->bik", "...j,jk->...k", "ij,kl->ikjl", "ij->", "ij->ji", "bij,bjk->bik", "ii->i", "ii", "iij,jk->ik",
+           "A...->A", "...A->...", "...AB,...Bc"]  # capitals beside "...": its axes are letters of their own
 
 @pytest.mark.parametrize("formula", EINSUMS)
 def test_einsum(formula):
   shapes = {"ij,jk->ik": [(3, 4), (4, 5)], "ij,jk": [(3, 4), (4, 5)], "bij,kj->bik": [(2, 3, 4), (5, 4)], "...j,jk->...k": [(2, 3, 4), (4, 5)],
             "ij,kl->ikjl": [(3, 4), (2, 5)], "ij->": [(3, 4)], "ij->ji": [(3, 4)], "bij,bjk->bik": [(2, 3, 4), (2, 4, 5)],
-            "ii->i": [(4, 4)], "ii": [(4, 4)], "iij,jk->ik": [(3, 3, 4), (4, 2)]}[formula]
+            "ii->i": [(4, 4)], "ii": [(4, 4)], "iij,jk->ik": [(3, 3, 4), (4, 2)], "A...->A": [(3, 3)], "...A->...": [(3, 2)],
+            "...AB,...Bc": [(2, 3, 4), (4, 5)]}[formula]
   arrays = [rng.standard_normal(s).astype(np.float32) for s in shapes]
   check(lambda *xs: Tensor.einsum(formula, *xs), lambda *xs: torch.einsum(formula, *xs), *arrays, rtol=1e-4, atol=1e-5)
 

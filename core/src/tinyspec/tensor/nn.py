@@ -405,7 +405,7 @@ class NNMixin:
     if len(inputs) != len(operands): raise RuntimeError(f"einsum {formula!r}: {len(inputs)} operands in the formula, {len(operands)} given")
     if any(spec.count("...") > 1 for spec in inputs + [out]): raise RuntimeError(f"einsum {formula!r}: more than one '...' in one operand")
     nell = max((t.ndim - (len(spec) - 3) for spec, t in zip(inputs, operands) if "..." in spec), default=0)
-    ell = "".join(chr(ord("A") + i) for i in range(nell))  # the "..." axes as letters of their own
+    ell = "".join(chr(0x100 + i) for i in range(nell))  # the "..." axes as letters of their own, past ASCII: no subscript's
     inputs = [spec.replace("...", ell[len(ell) - (t.ndim - (len(spec) - 3)):] if "..." in spec else "") for spec, t in zip(inputs, operands)]
     if not arrow: out = ell + "".join(sorted(c for c in set("".join(inputs)) if "".join(inputs).count(c) == 1 and c not in ell))
     else: out = out.replace("...", ell)
