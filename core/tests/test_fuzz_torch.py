@@ -161,3 +161,17 @@ def test_digamma_near_zero_matches_pytorch(dtype):
   # -1/x - gamma below 2**-30: float32's digamma(2**-128) is -inf (it was float32's max, from pi x rounded), slopes 1/x^2
   x = dtype([2.0 ** -128, -2.0 ** -128, 3e-39, 1e-38, 1e-9, -1e-9, 2.0 ** -29, 2.0 ** -31, 0.3])
   check(lambda a: a.digamma(), torch.digamma, x)
+
+
+def test_copysign_gives_the_sign_tensor_a_zero_gradient_as_pytorch():
+  # y only picks the sign: its gradient is zeros, not None (backward from an int x's copysign raised "does not require grad")
+  y = np.float32([-1.0, 2.0, -0.0, math.nan, -math.inf, 0.0])
+  check(lambda a, b: a.copysign(b), torch.copysign, np.float32([1.0, -2.0, 0.0, -0.0, 3.0, 7.0]), y)
+  check(lambda a, b: a.copysign(b), torch.copysign, np.int32([1, -2, 0, 0, 5, 7]), y)
+
+
+def test_median_of_nans_passes_its_slope_to_the_nans_as_pytorch():
+  # all of a nan median's slope goes to the nans: shared by all of them without dim, to the first one (its index) with dim
+  for a in ([math.nan, 1.0, math.nan], [[1.0, 3.0, 2.0], [math.nan, 2.0, math.nan]], [2.0, 2.0, 1.0]):
+    check(lambda x: x.median(), lambda x: x.median(), np.float32(a))
+    check(lambda x: x.median(-1), lambda x: tuple(x.median(-1)), np.float32(a))

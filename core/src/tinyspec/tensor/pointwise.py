@@ -393,7 +393,8 @@ class PointwiseMixin:
     """|x| with y's sign (-0.0 counts as negative, nan as positive). A Python y joins x once x is a float, not x's own
     dtype first (uint8's copysign(3, -1) is -3.0, as PyTorch's); a tensor y promotes with x as usual."""
     x, y = _float_operands(self, y) if isinstance(y, type(self)) else self._float()._broadcasted(y)
-    return _negative(y).where(-x.abs(), x.abs())
+    magnitude = x.abs() + (y.sign() * 0).abs()  # + 0 with slope 0 in y: a y that requires grad gets zeros, as PyTorch's
+    return _negative(y).where(-magnitude, magnitude)
   def _fmod_in_range(self: Tensor, d: Tensor, bits: int) -> tuple[Tensor, Tensor]:
     """C's fmod(x, d), exactly, and the quotient trunc(x / d), for finite x and a normal d with |x / d| below
     2**(bits - 4) (bits: the mantissa's): x - q d with q d taken exactly as p + e (Dekker's product of Veltkamp halves).
