@@ -284,14 +284,15 @@ class TorchNamesMixin:
     return self._math(vector_norm)
   def median(self: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor | tuple[Tensor, Tensor]:
     """The lower median (element (n - 1) // 2 in sorted order), nan if there is a nan; with `dim`, (values, indices) as
-    torch.median(x, dim). Without `dim` the gradient is shared evenly by the elements equal to the median, as PyTorch's."""
+    torch.median(x, dim). Without `dim` the gradient is shared evenly by the elements equal to the median (by the nans, for
+    a nan median), as PyTorch's; with it, the element picked has slope 1."""
     if dim is None:
       if self.numel() == 0:  # PyTorch's nan, kept in the graph (an empty gradient); an integer has no nan to give
         if not dtypes.is_float(self.dtype): raise IndexError(f"median: an empty {self.dtype.name} tensor {self.shape} has no median")
         return self.sum() + math.nan
       m = self.flatten().median(0)[0]
       if not self.requires_grad or not dtypes.is_float(self.dtype): return m
-      ties = self == m.detach()
+      ties = (self == m.detach()) | (self.isnan() & m.detach().isnan())  # a nan median: every nan shares its slope
       share = ties.where(self, 0.0).sum() / ties.sum().maximum(1).cast(self.dtype)  # the median itself, each tie's slope 1/count
       return m.isinf().where(share, m.detach() + (share - share.detach()))  # an infinite share minus itself is nan
     d = resolve_dim(dim, self.ndim)
@@ -303,7 +304,7 @@ class TorchNamesMixin:
       nan = self.isnan()
       first_nan = nan.cast(dtypes.int32).argmax(d, keepdim=True).cast(i.dtype)
       has_nan = nan.any(d, keepdim=True)
-      v, i = has_nan.where(math.nan, v), has_nan.where(first_nan, i)
+      v, i = has_nan.where(self.gather(d, first_nan), v), has_nan.where(first_nan, i)  # that nan itself: its slope is 1
     return (v, i) if keepdim or not self.ndim else (v.squeeze(d), i.squeeze(d))
 
   def quantile(self: Tensor, q: float | Sequence[float] | Tensor, dim: int | None = None, keepdim: bool = False,
