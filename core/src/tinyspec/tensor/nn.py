@@ -447,7 +447,10 @@ class NNMixin:
       ratios = tuple(n / m if m else 0.0 for n, m in zip(self.shape[2:], outs))
     else:  # as PyTorch, source positions come from the factor given, not from the rounded sizes
       factors = (scale_factor,) * nd if isinstance(scale_factor, (int, float)) else tuple(scale_factor)
-      outs, ratios = tuple(int(math.floor(n * f)) for n, f in zip(self.shape[2:], factors)), tuple(1 / f for f in factors)
+      outs = tuple(int(math.floor(n * f)) for n, f in zip(self.shape[2:], factors))
+      # but an axis that keeps its size is copied, as PyTorch's linear kernels and its 2-d nearest one do (scale 1.25 of 3 is 3)
+      copies = not nearest or (mode == "nearest" and nd == 2)
+      ratios = tuple(1.0 if copies and m == n else 1 / f for n, m, f in zip(self.shape[2:], outs, factors))
     if len(outs) != nd or len(ratios) != nd: raise ValueError(f"interpolate: {len(outs)} output sizes for {nd} spatial axes")
     if nearest:
       x = self
