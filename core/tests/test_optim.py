@@ -120,13 +120,33 @@ def test_zero_grad_and_missing_grads():
   opt.zero_grad()
   assert a.grad is None and b.grad is None
 
+@pytest.mark.parametrize("name", ["Adam", "AdamW"])
+def test_adam_counts_each_parameters_own_steps_as_torch(name):
+  """b1^t and b2^t advance only for a parameter that has a gradient in that step: a step before any backward, or a layer
+  whose gradients start later, leaves its bias correction where it was (it advanced with every step())."""
+  torch = pytest.importorskip("torch")
+  ours, theirs = [Tensor(p) for p in P0], [torch.tensor(p, requires_grad=True) for p in P0]
+  opt, topt = {"Adam": Adam, "AdamW": AdamW}[name](ours, lr=0.1), getattr(torch.optim, name)(theirs, lr=0.1)
+  for has in ((), (0,), (0, 1), (1,), (0, 1)):  # which parameters have a gradient in each step
+    for i, (p, t) in enumerate(zip(ours, theirs)):
+      p.grad = Tensor(GRADS[len(has)][i]) if i in has else None
+      t.grad = torch.tensor(GRADS[len(has)][i]) if i in has else None
+    opt.step(); topt.step()
+  for p, t in zip(ours, theirs): np.testing.assert_allclose(p.numpy(), t.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+@pytest.mark.parametrize("make", [lambda ps: SGD(ps, lr=0.1), lambda ps: SGD(ps, lr=0.1, momentum=0.9), lambda ps: Adam(ps)])
+def test_a_step_without_gradients_changes_nothing(make):
+  ps = [Tensor(p) for p in P0]
+  make(ps).step()  # SGD without momentum had nothing to realize, and raised
+  for p, p0 in zip(ps, P0): np.testing.assert_array_equal(p.numpy(), p0)
+
 def test_bad_gradient_changes_nothing():
   a, b = Tensor(np.ones(2, np.float32)), Tensor(np.ones(3, np.float32))
   opt = Adam([a, b], lr=0.1)
   a.grad, b.grad = Tensor(np.ones(2, np.float32)), Tensor(np.ones(2, np.float32))
-  ua, ub, ut = a.uop, b.uop, opt.b1_t.uop
+  ua, ub, ut = a.uop, b.uop, opt.correction1.uop
   with pytest.raises(RuntimeError, match=r"parameter 1: gradient of shape \(2,\) for a parameter of shape \(3,\)"): opt.step()
-  assert a.uop is ua and b.uop is ub and opt.b1_t.uop is ut
+  assert a.uop is ua and b.uop is ub and opt.correction1.uop is ut
 
 def test_requires_grad_and_buffers():
   w, frozen, free = Tensor(np.ones(2, np.float32)), Tensor(np.ones(2, np.float32), requires_grad=False), Tensor(np.ones(1, np.float32))

@@ -3,11 +3,11 @@
 in `lr_scheduler`.
 
 A step is one lazy graph: every parameter's new value and every piece of optimizer state (momenta, moment estimates, the
-bias-correction powers) is built from the current buffers and the gradients and assigned into its buffer
+bias corrections) is built from the current buffers and the gradients and assigned into its buffer
 (`Tensor.assign`), and all of it is realized in a single `Tensor.realize` call: the kernels write into the buffers the
 parameters already have, so a step allocates no new memory for them (and the Tensor objects, which models and state
 dicts hold, keep their buffers). Hyperparameters that a schedule may change (the learning rate) and
-per-step values (b1**t, b2**t) are buffers, not constants, and the state starts as zero buffers, so every step has the
+per-step values (1 - b1**t, 1 - b2**t) are buffers, not constants, and the state starts as zero buffers, so every step has the
 same graph and every one after the first runs from the schedule cache.
 
 `Tensor.realize(loss, *opt.schedule_step())` computes the loss in the same schedule as the update (no second forward)."""
@@ -32,6 +32,10 @@ def _zeros_like(ps: list[Tensor]) -> list[Tensor]:
   out = [zeros(p) for p in ps]
   if out: Tensor.realize(*out)
   return out
+
+def _realize(ts: list[Tensor]) -> None:
+  """Realize a step's tensors together; a step with no gradient anywhere (and no buffers) has none, and does nothing."""
+  if ts: Tensor.realize(*ts)
 
 def _set(t: Tensor, new: Tensor) -> Tensor:
   """Write `new` into `t`'s buffer (`Tensor.assign`, lazily: realized with the rest of the step) and return t."""
@@ -77,7 +81,7 @@ class Optimizer:
 
   def step(self) -> None:
     """Update the parameters in place: all new values and state realized together in one call."""
-    Tensor.realize(*self.schedule_step())
+    _realize(self.schedule_step())
 
   def _check_grads(self) -> None:
     for i, p in enumerate(self.params):
@@ -114,8 +118,10 @@ class SGD(Optimizer):
 
 class Adam(Optimizer):
   """Adam as torch.optim.Adam: g = grad + weight_decay * p (L2, coupled); m and v the moving averages of g and g^2 with
-  rates b1 and b2; p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps) at step t. The powers b1^t, b2^t are
-  buffers multiplied by b1, b2 once per step."""
+  rates b1 and b2; p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps) at a parameter's step t. t counts the
+  steps that parameter had a gradient in, as PyTorch's: the bias corrections 1 - b^t are buffers holding one entry per
+  parameter, advanced where it has one as 1 - b^(t+1) = (1 - b) + b (1 - b^t), which float32 keeps to its rounding
+  (1 - b2^t from a float32 b2^t would lose four digits to cancellation at b2 = 0.999)."""
   decoupled = False
 
   def __init__(self, params: Iterable[Tensor], lr: float = 1e-3, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8, weight_decay: float = 0.0):
@@ -124,25 +130,32 @@ class Adam(Optimizer):
     super().__init__(params, lr)
     self.b1, self.b2, self.eps, self.weight_decay = b1, b2, eps, weight_decay
     self.m, self.v = _zeros_like(self.params), _zeros_like(self.params)
-    # b1^t and b2^t as float32 buffers (t = the number of steps taken), advanced together with the parameters
-    self.b1_t, self.b2_t = Tensor(np.array(1.0, np.float32), device=self._lr.device), Tensor(np.array(1.0, np.float32), device=self._lr.device)
-    Tensor.realize(self.b1_t, self.b2_t)
+    # 1 - b1^t and 1 - b2^t for each parameter as float32 buffers (t = the steps it had a gradient in, 0 at first)
+    self.correction1, self.correction2 = (Tensor(np.zeros(len(self.params), np.float32), device=self._lr.device) for _ in range(2))
+    Tensor.realize(self.correction1, self.correction2)
 
-  def _step_state(self) -> list[Tensor]: return [_set(self.b1_t, self.b1_t * self.b1), _set(self.b2_t, self.b2_t * self.b2)]
+  def _step_state(self) -> list[Tensor]:
+    stepped = [p.grad is not None for p in self.params]
+    mask = None if all(stepped) else Tensor(np.array(stepped), device=self._lr.device)  # None: the usual step, one graph
+    def advance(c: Tensor, b: float) -> Tensor:
+      new = (1 - b) + b * c
+      return _set(c, new if mask is None else mask.where(new, c))
+    return [advance(self.correction1, self.b1), advance(self.correction2, self.b2)]
 
   def _moments(self, i: int, p: Tensor, g: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """Parameter i's moving averages m and v advanced by gradient g (written in place), and b1^t, b2^t on p's device."""
-    b1_t, b2_t = (b if p.device == b.device else b.to(p.device) for b in (self.b1_t, self.b2_t))
+    """Parameter i's moving averages m and v advanced by gradient g (written in place), and its 1 - b1^t, 1 - b2^t on p's
+    device."""
+    c1, c2 = (c[i] if p.device == c.device else c[i].to(p.device) for c in (self.correction1, self.correction2))
     m = _set(self.m[i], self.b1 * self.m[i] + (1 - self.b1) * g)
     v = _set(self.v[i], self.b2 * self.v[i] + (1 - self.b2) * (g * g))
-    return m, v, b1_t, b2_t
+    return m, v, c1, c2
 
   def _update(self, i: int, p: Tensor, g: Tensor) -> list[Tensor]:
     lr = self._lr_on(p)
     if self.weight_decay and not self.decoupled: g = g + self.weight_decay * p
-    m, v, b1_t, b2_t = self._moments(i, p, g)
+    m, v, c1, c2 = self._moments(i, p, g)
     base = p * (1 - lr * self.weight_decay) if self.weight_decay and self.decoupled else p
-    return [_set(p, base - (lr / (1 - b1_t)) * m / (v.sqrt() / (1 - b2_t).sqrt() + self.eps)), m, v]
+    return [_set(p, base - (lr / c1) * m / (v.sqrt() / c2.sqrt() + self.eps)), m, v]
 
 
 class AdamW(Adam):
@@ -161,8 +174,8 @@ class LAMB(Adam):
     super().__init__(params, lr, b1, b2, eps, weight_decay)
 
   def _update(self, i: int, p: Tensor, g: Tensor) -> list[Tensor]:
-    m, v, b1_t, b2_t = self._moments(i, p, g)
-    r = (m / (1 - b1_t)) / ((v / (1 - b2_t)).sqrt() + self.eps) + self.weight_decay * p
+    m, v, c1, c2 = self._moments(i, p, g)
+    r = (m / c1) / ((v / c2).sqrt() + self.eps) + self.weight_decay * p
     p_norm, r_norm = (p * p).sum().sqrt(), (r * r).sum().sqrt()
     trust = ((p_norm > 0) & (r_norm > 0)).where(p_norm / r_norm, 1.0)
     return [_set(p, p - self._lr_on(p) * trust * r), m, v]
@@ -247,7 +260,7 @@ class OptimizerGroup:
   def schedule_step(self) -> list[Tensor]:
     for o in self.optimizers: o._check_grads()  # every gradient first: a bad one in the last optimizer changes nothing
     return _unique(t for o in self.optimizers for t in o.schedule_step())
-  def step(self) -> None: Tensor.realize(*self.schedule_step())
+  def step(self) -> None: _realize(self.schedule_step())
 
 
 from tinyspec.nn.optim import lr_scheduler  # noqa: E402  (the schedules, after the optimizers they drive)
