@@ -396,9 +396,10 @@ def test_idiv_nearest_exact_gqa_and_negative_edge_pads():
   check(lambda q, k, v: q.scaled_dot_product_attention(k, v, enable_gqa=True),
         lambda q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True), q, kv, kv * 2, rtol=1e-4, atol=1e-5)
   with pytest.raises(RuntimeError, match="7 query heads"): Tensor(q[:, :7]).scaled_dot_product_attention(Tensor(kv), Tensor(kv), enable_gqa=True)
-  for mode, pads in (("reflect", (-1, 2, 2, -1)), ("reflect", (3, -5, 1, -5)), ("replicate", (-1, 2, 2, -1)), ("replicate", (3, -5, 1, -5))):
+  for mode, pads in (("reflect", (-1, 2, 2, -1)), ("reflect", (3, -5, 1, -5)), ("replicate", (-1, 2, 2, -1)), ("replicate", (3, -5, 1, -5)),
+                     ("circular", (-1, 2, 2, -1)), ("circular", (3, -3, 1, -2))):  # circular cuts first, then wraps what is left
     check(lambda x, m=mode, p=pads: x.pad(p, mode=m), lambda x, m=mode, p=pads: F.pad(x, p, mode=m), image)
-  with pytest.raises(NotImplementedError, match="circular"): Tensor(image).pad((1, -1), mode="circular")
+  with pytest.raises(ValueError, match="circular padding"): Tensor(image).pad((-6, 6), mode="circular")  # wraps what is left: 2
 
 def test_uint8_images_keep_their_dtype_when_resized():
   """nearest modes pick pixels; bilinear matches PyTorch's fixed-point uint8 arithmetic exactly, up and down, with and

@@ -253,16 +253,20 @@ class MovementMixin:
   def _pad_from_edges(self: Tensor, pairs: list[tuple[int, int]], mode: str) -> Tensor:
     """Padding filled from the tensor itself, one axis at a time: each output position reads input position
     `_EDGE_INDEX[mode](i - before, size)` (a gather along the axis, so the gradient flows back to what was read). A
-    negative amount cuts from what the padding on that axis made (as PyTorch's reflect and replicate do)."""
+    negative amount cuts from what the padding on that axis made (as PyTorch's reflect and replicate do); circular padding
+    cuts first and wraps around what is left, as PyTorch's."""
     out = self
     for a, (before, after) in enumerate(pairs):
       if not before and not after: continue
       n = self.shape[a]
       amounts = (before, after)
       if not isinstance(n, int): raise ValueError(f"pad: mode {mode!r} needs an axis of fixed size, got {n} for axis {a}")
-      if mode == "circular" and min(amounts) < 0:
-        raise NotImplementedError(f"pad: negative amounts {amounts} with mode 'circular' are not supported")
       if n + before + after < 0: raise RuntimeError(f"pad: {amounts} cuts more than the size {n} of axis {a}")
+      if mode == "circular" and min(amounts) < 0:  # PyTorch's: the negative amounts cut first, the rest wraps what is left
+        cut_before, cut_after = max(-before, 0), max(-after, 0)
+        out = out[(slice(None),) * a + (slice(cut_before, n - cut_after),)]
+        n, before, after = n - cut_before - cut_after, max(before, 0), max(after, 0)
+        if not before and not after: continue
       if (mode == "reflect" and max(amounts) >= n) or (mode == "circular" and max(amounts) > n) or (mode == "replicate" and n == 0):
         raise ValueError(f"pad: {mode} padding {amounts} does not fit axis {a} of size {n} (reflect: less than it, circular: at most it)")
       idx = _EDGE_INDEX[mode](np.arange(-before, n + after), n)
