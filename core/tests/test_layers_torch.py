@@ -95,6 +95,15 @@ SCHEDULES = [
   ("one_cycle", lambda o: lr_scheduler.OneCycleLR(o, 1.0, 20), lambda o: torch.optim.lr_scheduler.OneCycleLR(o, 1.0, 20, cycle_momentum=False), 20),
   ("one_cycle_linear", lambda o: lr_scheduler.OneCycleLR(o, 0.5, 15, pct_start=0.4, anneal_strategy="linear"),
    lambda o: torch.optim.lr_scheduler.OneCycleLR(o, 0.5, 15, pct_start=0.4, anneal_strategy="linear", cycle_momentum=False), 15),
+  ("linear_no_iters", lambda o: lr_scheduler.LinearLR(o, 0.5, 1.0, 0), lambda o: torch.optim.lr_scheduler.LinearLR(o, 0.5, 1.0, 0), 4),
+  ("multistep", lambda o: lr_scheduler.MultiStepLR(o, [5, 2, 7], 0.5), lambda o: torch.optim.lr_scheduler.MultiStepLR(o, [5, 2, 7], 0.5), 10),
+  ("exponential", lambda o: lr_scheduler.ExponentialLR(o, 0.8), lambda o: torch.optim.lr_scheduler.ExponentialLR(o, 0.8), 8),
+  ("constant", lambda o: lr_scheduler.ConstantLR(o, 0.25, 3), lambda o: torch.optim.lr_scheduler.ConstantLR(o, 0.25, 3), 6),
+  ("lambda", lambda o: lr_scheduler.LambdaLR(o, lambda t: 1 / (t + 1)), lambda o: torch.optim.lr_scheduler.LambdaLR(o, lambda t: 1 / (t + 1)), 6),
+  ("warmup_then_cosine",  # the second part starts from the optimizer's first rate, not the one the warmup set
+   lambda o: lr_scheduler.SequentialLR(o, [lr_scheduler.LinearLR(o, 0.1, 1.0, 3), lr_scheduler.CosineAnnealingLR(o, 8, 0.001)], [3]),
+   lambda o: torch.optim.lr_scheduler.SequentialLR(o, [torch.optim.lr_scheduler.LinearLR(o, 0.1, 1.0, 3),
+                                                       torch.optim.lr_scheduler.CosineAnnealingLR(o, 8, 0.001)], [3]), 11),
 ]
 
 @pytest.mark.parametrize("name, ours, theirs, steps", SCHEDULES, ids=[s[0] for s in SCHEDULES])
@@ -217,3 +226,12 @@ def test_optimizer_group_steps_as_its_optimizers_and_as_pytorch():
   lin.weight.grad, lin.bias.grad = Tensor.ones(4, 5), Tensor.ones(5)
   with pytest.raises(RuntimeError, match=r"gradient of shape \(5,\) for a parameter of shape \(4,\)"): group.step()
   np.testing.assert_array_equal(lin.weight.numpy(), before)
+
+
+def test_sequential_lr_names_bad_milestones():
+  opt = optim.SGD([Tensor(np.ones(2, np.float32))], lr=0.1)
+  parts = [lr_scheduler.ConstantLR(opt, 0.5, 2), lr_scheduler.ExponentialLR(opt, 0.9)]
+  with pytest.raises(ValueError, match="needs len\\(schedulers\\) - 1 = 1 increasing milestones, got \\[2, 4\\]"):
+    lr_scheduler.SequentialLR(opt, parts, [2, 4])
+  other = optim.SGD([Tensor(np.ones(2, np.float32))], lr=0.1)
+  with pytest.raises(ValueError, match="must drive the optimizer given"): lr_scheduler.SequentialLR(other, parts, [2])

@@ -54,6 +54,7 @@ class Optimizer:
     self.buffers = [p for p in params if not p.requires_grad]
     if not self.params: raise ValueError("optimizer got an empty parameter list (no tensor that requires gradients)")
     self._lr = Tensor(np.array(lr, np.float32), device=self.params[0].device).realize()  # realized: a copy to several devices is lazy
+    self.initial_lr: float | None = None  # the rate its first learning-rate schedule started from (PyTorch's initial_lr)
 
   @property
   def lr(self) -> Tensor:

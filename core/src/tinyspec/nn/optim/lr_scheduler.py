@@ -4,15 +4,20 @@ a closed form of the step count, so `last_epoch` (the steps taken) says everythi
 optimizer's `lr` is a buffer written in place, so a step captured by TinyJit reads the new rate."""
 from __future__ import annotations
 
+import bisect
 import math
+from collections.abc import Callable, Sequence
 
 from tinyspec.nn.optim import Optimizer
 
 
 class LRScheduler:
-  """A schedule: `lr_at(t)` is the rate at step t (from `base_lr`, the optimizer's rate when the schedule was made)."""
+  """A schedule: `lr_at(t)` is the rate at step t, from `base_lr`: the optimizer's rate when its first schedule was made
+  (PyTorch's initial_lr), so a second schedule on it (SequentialLR's parts) starts from the same rate, not the one the
+  first has set."""
   def __init__(self, optimizer: Optimizer, last_epoch: int = -1):
-    self.optimizer, self.base_lr = optimizer, float(optimizer.lr.item())
+    if optimizer.initial_lr is None: optimizer.initial_lr = float(optimizer.lr.item())
+    self.optimizer, self.base_lr = optimizer, optimizer.initial_lr
     self.last_epoch = last_epoch
     self.step()
 
@@ -46,8 +51,41 @@ class LinearLR(LRScheduler):
     self.start_factor, self.end_factor, self.total_iters = start_factor, end_factor, total_iters
     super().__init__(optimizer, last_epoch)
   def lr_at(self, t: int) -> float:
-    done = min(t, self.total_iters) / self.total_iters if self.total_iters else 1.0
+    done = min(t, self.total_iters) / self.total_iters if self.total_iters else 0.0  # no iterations: start_factor throughout
     return self.base_lr * (self.start_factor + (self.end_factor - self.start_factor) * done)
+
+
+class MultiStepLR(LRScheduler):
+  """base_lr * gamma ** (the number of milestones reached by step t)."""
+  def __init__(self, optimizer: Optimizer, milestones: Sequence[int], gamma: float = 0.1, last_epoch: int = -1):
+    self.milestones, self.gamma = sorted(milestones), gamma
+    super().__init__(optimizer, last_epoch)
+  def lr_at(self, t: int) -> float: return self.base_lr * self.gamma ** bisect.bisect_right(self.milestones, t)
+
+
+class ExponentialLR(LRScheduler):
+  """base_lr * gamma ** t."""
+  def __init__(self, optimizer: Optimizer, gamma: float, last_epoch: int = -1):
+    self.gamma = gamma
+    super().__init__(optimizer, last_epoch)
+  def lr_at(self, t: int) -> float: return self.base_lr * self.gamma ** t
+
+
+class ConstantLR(LRScheduler):
+  """base_lr * factor for the first total_iters steps, then base_lr."""
+  def __init__(self, optimizer: Optimizer, factor: float = 1 / 3, total_iters: int = 5, last_epoch: int = -1):
+    if not 0 <= factor <= 1: raise ValueError(f"ConstantLR: factor must be in [0, 1], got {factor}")
+    self.factor, self.total_iters = factor, total_iters
+    super().__init__(optimizer, last_epoch)
+  def lr_at(self, t: int) -> float: return self.base_lr * (self.factor if t < self.total_iters else 1.0)
+
+
+class LambdaLR(LRScheduler):
+  """base_lr * lr_lambda(t)."""
+  def __init__(self, optimizer: Optimizer, lr_lambda: Callable[[int], float], last_epoch: int = -1):
+    self.lr_lambda = lr_lambda
+    super().__init__(optimizer, last_epoch)
+  def lr_at(self, t: int) -> float: return self.base_lr * self.lr_lambda(t)
 
 
 class CosineAnnealingLR(LRScheduler):
@@ -85,4 +123,19 @@ class OneCycleLR(LRScheduler):
     return self._anneal(self.max_lr, self.min_lr, (t - self.peak) / (self.total_steps - 1 - self.peak))
 
 
-__all__ = ["CosineAnnealingLR", "LRScheduler", "LinearLR", "OneCycleLR", "StepLR"]
+class SequentialLR(LRScheduler):
+  """schedulers[i] from milestones[i - 1] on, each counting its steps from there (a warmup, then a decay: milestones
+  [warmup_steps]). The parts share the optimizer's first rate, and only this one is stepped."""
+  def __init__(self, optimizer: Optimizer, schedulers: Sequence[LRScheduler], milestones: Sequence[int], last_epoch: int = -1):
+    if len(milestones) != len(schedulers) - 1 or list(milestones) != sorted(milestones):
+      raise ValueError(f"SequentialLR: needs len(schedulers) - 1 = {len(schedulers) - 1} increasing milestones, got {list(milestones)}")
+    if any(s.optimizer is not optimizer for s in schedulers): raise ValueError("SequentialLR: every scheduler must drive the optimizer given")
+    self.schedulers, self.milestones = list(schedulers), list(milestones)
+    super().__init__(optimizer, last_epoch)
+  def lr_at(self, t: int) -> float:
+    i = bisect.bisect_right(self.milestones, t)
+    return self.schedulers[i].lr_at(t - (self.milestones[i - 1] if i else 0))
+
+
+__all__ = ["ConstantLR", "CosineAnnealingLR", "ExponentialLR", "LRScheduler", "LambdaLR", "LinearLR", "MultiStepLR", "OneCycleLR", "SequentialLR",
+           "StepLR"]
