@@ -175,3 +175,11 @@ def test_median_of_nans_passes_its_slope_to_the_nans_as_pytorch():
   for a in ([math.nan, 1.0, math.nan], [[1.0, 3.0, 2.0], [math.nan, 2.0, math.nan]], [2.0, 2.0, 1.0]):
     check(lambda x: x.median(), lambda x: x.median(), np.float32(a))
     check(lambda x: x.median(-1), lambda x: tuple(x.median(-1)), np.float32(a))
+
+
+def test_a_bool_tensor_with_an_int_past_int32_takes_int64_as_pytorch():
+  # it took the default int, int32, and wrapped the scalar: mask + 2**40 was [1, 0] and mask < 2**40 all False
+  m = np.array([True, False])
+  for op in (lambda a: a + 2**40, lambda a: a * -(2**40), lambda a: a | 2**40, lambda a: a < 2**40, lambda a: a == 2**40):
+    ours, theirs = op(Tensor(m)), op(torch.tensor(m))
+    assert ours.dtype.name == str(theirs.dtype).removeprefix("torch.") and ours.tolist() == theirs.tolist()

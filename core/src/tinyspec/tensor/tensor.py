@@ -108,9 +108,12 @@ def _scalar(x: Any) -> Scalar | None:
   return x.item() if isinstance(x, _NP_SCALAR) else None
 
 def _weak(dt: DType, v: Scalar) -> DType:
-  """The dtype of `tensor op v` for a Python scalar v: v lifts the category (bool < int < float) to its default, never the width."""
+  """The dtype of `tensor op v` for a Python scalar v: v lifts the category (bool < int < float) to its default, never the
+  width; a bool tensor with an int past the default int's range takes int64, PyTorch's (mask + 2**40 is not wrapped)."""
   if isinstance(v, bool): return dt
-  if isinstance(v, int): return dtypes.default_int if dt == dtypes.bool else dt
+  if isinstance(v, int):
+    if dt != dtypes.bool: return dt
+    return dtypes.default_int if dtypes.default_int.min <= v <= dtypes.default_int.max else dtypes.int64
   return dt if dtypes.is_float(dt) else dtypes.default_float
 
 def _scalar_in_float32(x: Tensor, y: Any) -> bool:
