@@ -123,11 +123,14 @@ def test_scalar_shifted_by_tensor():
   check(1 << Tensor(a), 1 << tt(a))
   check(-64 >> Tensor(a), -64 >> tt(a))
 
-def test_zero_dim_tensors_are_not_weak():
-  """Documented difference: a 0-d tensor promotes like any tensor, so int8 + int32 0-d is int32 (PyTorch keeps int8)."""
-  a = data("int8")
-  check(Tensor(a) + Tensor(np.int32(5)), tt(a) + tt(np.int32(5)), "int32")
-  check(Tensor(a) + Tensor(np.float32(0.5)), tt(a) + tt(np.float32(0.5)))  # a category lift agrees
+def test_zero_dim_tensors_promote_by_category_as_pytorch():
+  """A 0-d tensor beside one with axes lifts only the category, as a Python scalar: int8 + a 0-d int32 is int8, float16
+  times a 0-d float32 float16; a higher category takes the 0-d tensor's own dtype (int8 + a 0-d float64 is float64)."""
+  a, h = data("int8"), data("float16")
+  for x, y in ((a, np.int32(5)), (a, np.float32(0.5)), (a, np.float64(0.5)), (h, np.float32(0.5)), (h, np.int64(3)),
+               (data("uint8"), np.int8(1)), (a > 0, np.int16(3)), (np.int8(2), np.float16(0.5))):
+    check(Tensor(x) + Tensor(y), tt(x) + tt(y))
+    check(Tensor(y) * Tensor(x), tt(y) * tt(x))
 
 def test_integer_division_by_zero_gives_zero():
   """Documented difference: IDIV and MOD by zero give 0 where PyTorch raises ZeroDivisionError."""

@@ -220,6 +220,27 @@ def least_upper_dtype(*dts: DType) -> DType:
   common = frozenset.intersection(*(_ancestors(dt.scalar()) for dt in dts))
   return min(common, key=lambda d: (d.priority, d.itemsize))
 
+def _category(dt: DType) -> int: return 2 if dtypes.is_float(dt) else 0 if dt == dtypes.bool else 1  # bool < int < float
+
+def scalar_dtype(dt: DType, v: bool | int | float) -> DType:
+  """The dtype of `tensor op v` for a tensor of dtype dt and a Python scalar v (PyTorch's weak scalars): v lifts the
+  category (bool < int < float) to its default, never the width; a bool tensor with an int past the default int's range
+  takes int64, as PyTorch (mask + 2**40 is not wrapped)."""
+  if isinstance(v, bool): return dt
+  if isinstance(v, int):
+    if dt != dtypes.bool: return dt
+    return dtypes.default_int if dtypes.default_int.min <= v <= dtypes.default_int.max else dtypes.int64
+  return dt if dtypes.is_float(dt) else dtypes.default_float
+
+def promoted_dtype(a: DType, b: DType, a_is_0d: bool = False, b_is_0d: bool = False) -> DType:
+  """The dtype of `x op y` for tensors of dtypes a and b, PyTorch's: a 0-d tensor beside one with axes counts only by its
+  category, as a Python scalar does (float16 times a 0-d float32 is float16, int8 plus a 0-d int64 int8), unless its
+  category is higher (then its own dtype: int8 times a 0-d float64 is float64); otherwise least_upper_dtype."""
+  if a_is_0d != b_is_0d:
+    shaped, zero_d = (b, a) if a_is_0d else (a, b)
+    return zero_d if _category(zero_d) > _category(shaped) else shaped
+  return least_upper_dtype(a, b)
+
 def to_dtype(x) -> DType:
   """Accept a DType, a name ("float32") or a numpy dtype, as users pass them."""
   if isinstance(x, DType): return x

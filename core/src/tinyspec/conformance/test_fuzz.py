@@ -37,7 +37,7 @@ import pytest
 from tinyspec import Tensor, dtypes
 from tinyspec.conformance import TENSOR_DTYPES, Capabilities
 from tinyspec.conformance.support import read, tensor
-from tinyspec.dtype import DType, bf16_round, bf16_to_bits, float_to_int, least_upper_dtype, position_dtype
+from tinyspec.dtype import DType, bf16_round, bf16_to_bits, float_to_int, least_upper_dtype, position_dtype, promoted_dtype, scalar_dtype
 
 DEFAULT_CASES = 20  # per dtype: 260 cases where the device has all 13
 SLOW_SEED = 1000    # the slow run's seeds start here, past the default run's
@@ -141,16 +141,10 @@ def const(v: Any, dt: DType) -> Ref:
   src = Ref(np.array(v), dtypes.bool if isinstance(v, bool) else dtypes.int64 if isinstance(v, int) else F64)
   return cast(src, dt)
 
-def weak(dt: DType, v: Any) -> DType:
-  """The dtype of `tensor op v` for a Python scalar v: it lifts the category (bool < int < float), never the width."""
-  if isinstance(v, bool): return dt
-  if isinstance(v, int): return dtypes.int32 if dt == dtypes.bool else dt
-  return dt if isf(dt) else F32
-
 def promote(a: Ref | Any, b: Ref | Any) -> tuple[Ref, Ref]:
   """a and b (Refs or Python scalars, not both scalars) in their common dtype, broadcast to one shape."""
   if not isinstance(a, Ref): b2, a2 = promote(b, a); return a2, b2
-  dt = least_upper_dtype(a.dt, b.dt) if isinstance(b, Ref) else weak(a.dt, b)
+  dt = promoted_dtype(a.dt, b.dt, a.v.ndim == 0, b.v.ndim == 0) if isinstance(b, Ref) else scalar_dtype(a.dt, b)
   a, b = cast(a, dt), cast(b, dt) if isinstance(b, Ref) else const(b, dt)
   shape = np.broadcast_shapes(a.shape, b.shape)
   return a.map(lambda x: np.broadcast_to(x, shape)), b.map(lambda x: np.broadcast_to(x, shape))
@@ -376,7 +370,7 @@ class Program:
       return True
     if op == "**":
       k = self.rng.choice([2, 3, 2.0])
-      base = cast(r, weak(r.dt, k)) if r.dt != dtypes.bool else cast(r, dtypes.int32 if isinstance(k, int) else F32)
+      base = cast(r, scalar_dtype(r.dt, k)) if r.dt != dtypes.bool else cast(r, dtypes.int32 if isinstance(k, int) else F32)
       sq = binop("*", base, base)
       self.new(f"{x} ** {k!r}", sq if k != 3 else binop("*", base, sq))
       return True

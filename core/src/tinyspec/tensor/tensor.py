@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from tinyspec.device import Device
-from tinyspec.dtype import DType, dtypes, least_upper_dtype, to_dtype
+from tinyspec.dtype import DType, dtypes, least_upper_dtype, promoted_dtype, scalar_dtype, to_dtype
 from tinyspec.engine import multi
 from tinyspec.engine import realize as engine
 from tinyspec.engine import transcendental as T
@@ -106,15 +106,6 @@ def _scalar(x: Any) -> Scalar | None:
   """x as a Python scalar if it is one (numpy scalars included), else None."""
   if type(x) in (bool, int, float): return x
   return x.item() if isinstance(x, _NP_SCALAR) else None
-
-def _weak(dt: DType, v: Scalar) -> DType:
-  """The dtype of `tensor op v` for a Python scalar v: v lifts the category (bool < int < float) to its default, never the
-  width; a bool tensor with an int past the default int's range takes int64, PyTorch's (mask + 2**40 is not wrapped)."""
-  if isinstance(v, bool): return dt
-  if isinstance(v, int):
-    if dt != dtypes.bool: return dt
-    return dtypes.default_int if dtypes.default_int.min <= v <= dtypes.default_int.max else dtypes.int64
-  return dt if dtypes.is_float(dt) else dtypes.default_float
 
 def _scalar_in_float32(x: Tensor, y: Any) -> bool:
   """Whether `x * y`, `x / y`, `x // y` or a truncating division is computed in float32 and rounded once, as PyTorch's
@@ -523,8 +514,8 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Lin
     if isinstance(y, Tensor):
       if y.device != self.device:
         raise RuntimeError(f"expected all tensors on the same device, got {self.device} and {y.device} (move one with .to())")
-      dt = least_upper_dtype(self.dtype, y.dtype)
-    elif (v := _scalar(y)) is not None: dt = _weak(self.dtype, v); y = self._new(UOp.const(v, dt))
+      dt = promoted_dtype(self.dtype, y.dtype, self.ndim == 0, y.ndim == 0)
+    elif (v := _scalar(y)) is not None: dt = scalar_dtype(self.dtype, v); y = self._new(UOp.const(v, dt))
     else: raise TypeError(f"unsupported operand: Tensor and {type(y).__name__}")
     x, shape = self, broadcast_shape(self.shape, y.shape)
     if match_dtype: x, y = x.cast(dt), y.cast(dt)
@@ -609,7 +600,7 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Lin
     if v in (0.5, -0.5) and not isinstance(v, bool): return self.sqrt() if v > 0 else self.rsqrt()
     if v is not None and not isinstance(v, bool) and float(v).is_integer() and abs(v) <= 2 ** 31:
       if self.dtype == dtypes.bool: base = self.cast(dtypes.default_int if isinstance(v, int) else dtypes.default_float)
-      else: base = self.cast(_weak(self.dtype, v))
+      else: base = self.cast(scalar_dtype(self.dtype, v))
       if not dtypes.is_float(base.dtype):
         if v < 0: raise RuntimeError("integers to negative integer powers are not allowed")
         return base._int_pow(int(v))
