@@ -183,3 +183,19 @@ def test_a_bool_tensor_with_an_int_past_int32_takes_int64_as_pytorch():
   for op in (lambda a: a + 2**40, lambda a: a * -(2**40), lambda a: a | 2**40, lambda a: a < 2**40, lambda a: a == 2**40):
     ours, theirs = op(Tensor(m)), op(torch.tensor(m))
     assert ours.dtype.name == str(theirs.dtype).removeprefix("torch.") and ours.tolist() == theirs.tolist()
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_truncating_division_of_half_tensors_rounds_the_quotient_first_as_pytorch(dtype):
+  # 1.5 / 0.3 in float16 is 4.9992 in float32, 5.0 once rounded: PyTorch truncates the rounded quotient
+  a, b = (torch.tensor(v, dtype=getattr(torch, dtype)) for v in ([1.5, 3.0, 0.9, 7.0, -1.5, 6e4], [0.3, 0.3, 0.3, 0.3, 0.3, 0.5]))
+  ours = Tensor(a.float().numpy()).cast(dtype).div(Tensor(b.float().numpy()).cast(dtype), rounding_mode="trunc")
+  np.testing.assert_array_equal(ours.float().numpy(), a.div(b, rounding_mode="trunc").float().numpy())
+
+
+@pytest.mark.parametrize("lambd", [0.5, 0.0])
+def test_shrinks_and_unary_plus_match_pytorch(lambd):
+  x = np.float32([-1.0, -0.5, -0.3, 0.0, 0.5, 0.7, math.nan, math.inf, -math.inf])  # slopes 0 at +-lambd, 1 at nan
+  check(lambda a: a.hardshrink(lambd), lambda a: F.hardshrink(a, lambd), x)
+  check(lambda a: a.softshrink(lambd), lambda a: F.softshrink(a, lambd), x)
+  check(lambda a: +a, lambda a: +a, x)

@@ -560,8 +560,9 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Lin
       if not dtypes.is_float(x.dtype):
         q = x // y  # floor; step toward zero where the quotient is negative and inexact
         return (((x % y).ne(0)) & ((x < 0).ne(y < 0))).where(q + 1, q)
-      # float16's rounded x/y can reach the next integer: in float32, rounded once, as PyTorch (and floordiv)
-      return (x.float() / y.float()).trunc().cast(x.dtype) if x.dtype.itemsize < 4 else (x / y).trunc()
+      # two half tensors: x/y in float32, rounded to the half dtype, then truncated, as PyTorch (1.5 / 0.3 is 5, where the
+      # float32 quotient 4.9992 would truncate to 4); by a Python scalar the float32 quotient is truncated (above)
+      return (x.float() / y.float()).cast(x.dtype).trunc() if x.dtype.itemsize < 4 else (x / y).trunc()
     if rounding_mode is not None: raise RuntimeError(f"div: rounding_mode must be None, 'floor' or 'trunc', got {rounding_mode!r}")
     x, y = x._float(), y._float()
     return x._new(UOp(Ops.DIV, (x.uop, y.uop)))
