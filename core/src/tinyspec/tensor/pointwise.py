@@ -150,6 +150,23 @@ _LGAMMA_NEAR_1 = (0.0, -0.5772156649015329, *((-1) ** k * _zeta(k) / k for k in 
 class PointwiseMixin:
   """Elementwise functions for Tensor beyond the primitives (tensor.py): PyTorch's names and semantics."""
 
+  # ---- clipping, magnitude ----
+  def clamp(self: Tensor, min: Tensor | Scalar | None = None, max: Tensor | Scalar | None = None) -> Tensor:  # min, max: PyTorch's names
+    """Values clipped to [min, max] (either may be None; where min > max the result is max, as PyTorch). nan stays nan, and
+    a nan bound gives nan, as PyTorch's."""
+    if min is None and max is None: raise RuntimeError("clamp: at least one of min and max must be given")
+    out = self
+    if min is not None: out, lo = out._broadcasted(min); out = ((out < lo) | lo.isnan()).where(lo, out)
+    if max is not None: out, hi = out._broadcasted(max); out = ((out > hi) | hi.isnan()).where(hi, out)
+    return out.isnan().where(out.detach(), out) if dtypes.is_float(out.dtype) else out  # nan: no slope, as PyTorch's x in [min, max]
+  clip = clamp
+  def abs(self: Tensor) -> Tensor:
+    """max(x, -x), and +0.0 for a float zero (MAX of 0.0 and -0.0 may be either). PyTorch's slope sign(0) = 0 at 0."""
+    if self.dtype == dtypes.bool or dtypes.is_unsigned(self.dtype): return self
+    m = self.maximum(-self)
+    return (m == 0).where(m - m.detach(), m) if dtypes.is_float(self.dtype) else m  # v - v is +0.0, with m's slope kept
+  def square(self: Tensor) -> Tensor: return (self.cast(dtypes.int64) if self.dtype == dtypes.bool else self) * self  # bool: int64, as PyTorch
+
   # ---- exp and log, accurate near 0 ----
   def log1p(self: Tensor) -> Tensor:
     """log(1 + x): for -1/2 < x < 1, where u = 1 + x rounds away x's low digits, log(u) * (x / (u - 1)) (the rounding of u
@@ -526,6 +543,14 @@ class PointwiseMixin:
     tensor keeps its dtype, the bounds truncated to ints, as PyTorch's."""
     if dtypes.is_int(self.dtype): return self.clamp(int(min_val), int(max_val))
     return (self <= min_val).where(min_val, (self >= max_val).where(max_val, self))
+  def hardshrink(self: Tensor, lambd: float = 0.5) -> Tensor:
+    """x where |x| > lambd, else 0 (nan stays nan); slope 1 outside, 0 inside and at +-lambd, as PyTorch."""
+    return ((self >= -lambd) & (self <= lambd)).where(0.0, self._float())
+  def softshrink(self: Tensor, lambd: float = 0.5) -> Tensor:
+    """x moved toward 0 by lambd, and 0 within [-lambd, lambd] (nan stays nan); slope 1 outside, 0 inside, as PyTorch."""
+    if lambd < 0: raise RuntimeError(f"softshrink: lambd must be >= 0, got {lambd}")
+    x = self._float()
+    return (x > lambd).where(x - lambd, (x < -lambd).where(x + lambd, (x == x).where(0.0, x)))
   def gelu(self: Tensor, approximate: str = "tanh") -> Tensor:
     """x P(X <= x) for a standard normal X. The default, approximate="tanh", is tinygrad's Tensor.gelu (PyTorch has no
     Tensor.gelu): 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))). approximate="none" is the exact form, PyTorch's

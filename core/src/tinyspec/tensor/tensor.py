@@ -724,23 +724,8 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Lin
     shape = broadcast_shape(cond.shape, x.shape)
     cond, x, y = cond._broadcast_to(shape), x._broadcast_to(shape), y._broadcast_to(shape)
     return x._new(UOp(Ops.WHERE, (cond.uop, x.uop, y.uop)))
-  def clamp(self, min: Tensor | Scalar | None = None, max: Tensor | Scalar | None = None) -> Tensor:  # min, max: PyTorch's names
-    """Values clipped to [min, max] (either may be None; where min > max the result is max, as PyTorch). nan stays nan, and
-    a nan bound gives nan, as PyTorch's."""
-    if min is None and max is None: raise RuntimeError("clamp: at least one of min and max must be given")
-    out = self
-    if min is not None: out, lo = out._broadcasted(min); out = ((out < lo) | lo.isnan()).where(lo, out)
-    if max is not None: out, hi = out._broadcasted(max); out = ((out > hi) | hi.isnan()).where(hi, out)
-    return out.isnan().where(out.detach(), out) if dtypes.is_float(out.dtype) else out  # nan: no slope, as PyTorch's x in [min, max]
-  clip = clamp
 
   # ---- unary ----
-  def abs(self) -> Tensor:
-    """max(x, -x), and +0.0 for a float zero (MAX of 0.0 and -0.0 may be either). PyTorch's slope sign(0) = 0 at 0."""
-    if self.dtype == dtypes.bool or dtypes.is_unsigned(self.dtype): return self
-    m = self.maximum(-self)
-    return (m == 0).where(m - m.detach(), m) if dtypes.is_float(self.dtype) else m  # v - v is +0.0, with m's slope kept
-  def square(self) -> Tensor: return (self.cast(dtypes.int64) if self.dtype == dtypes.bool else self) * self  # bool: int64, as PyTorch
   def _math(self, f: Callable[[Tensor], Tensor]) -> Tensor:
     """f computed in a float dtype: ints take the default float; float16 computes in float32 and rounds once at the end (as
     PyTorch does), since the decompositions of EXP2, LOG2, SIN... lose too much in 11 bits."""

@@ -441,6 +441,7 @@ class TorchNamesMixin:
     """self itself, as torch.positive (+x); a bool tensor raises, as PyTorch's."""
     if self.dtype == dtypes.bool: raise RuntimeError("positive: not supported for bool tensors")
     return self
+  def __pos__(self: Tensor) -> Tensor: return self.positive()
   def deg2rad(self: Tensor) -> Tensor: return self._float() * (math.pi / 180)
   def rad2deg(self: Tensor) -> Tensor: return self._float() * (180 / math.pi)
   def frac(self: Tensor) -> Tensor: return self - self.trunc()
