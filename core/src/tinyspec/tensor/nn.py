@@ -358,7 +358,8 @@ class NNMixin:
     F.scaled_dot_product_attention: a bool mask keeps where true, a float mask is added; is_causal keeps the lower
     triangle; scale defaults to 1/sqrt(E). A row with every position masked gives 0 (PyTorch's answer), not nan; a masked
     inf score is masked too, a masked nan score makes its row nan. With enable_gqa, key and value may have fewer heads
-    (axis -3) than the query, a divisor of its count: each serves a group."""
+    (axis -3) than the query, a divisor of its count: each serves a group. dropout_p drops attention weights under
+    `Tensor.train()` only, as tinygrad's Tensor method and `dropout` do (PyTorch's functional form drops them in any mode)."""
     if is_causal and attn_mask is not None: raise RuntimeError("scaled_dot_product_attention: give attn_mask or is_causal, not both")
     if enable_gqa and self.ndim >= 3 and key.shape[-3] != self.shape[-3]:
       heads, kv_heads = self.shape[-3], key.shape[-3]
