@@ -267,6 +267,8 @@ class MovementMixin:
         out = out[(slice(None),) * a + (slice(cut_before, n - cut_after),)]
         n, before, after = n - cut_before - cut_after, max(before, 0), max(after, 0)
         if not before and not after: continue
+        if max(before, after) > n:  # PyTorch reads memory outside the tensor there
+          raise NotImplementedError(f"pad: circular padding {amounts} wraps more than the {n} elements left of axis {a} after its cut")
       if (mode == "reflect" and max(amounts) >= n) or (mode == "circular" and max(amounts) > n) or (mode == "replicate" and n == 0):
         raise ValueError(f"pad: {mode} padding {amounts} does not fit axis {a} of size {n} (reflect: less than it, circular: at most it)")
       idx = _EDGE_INDEX[mode](np.arange(-before, n + after), n)
