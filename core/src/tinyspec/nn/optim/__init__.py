@@ -23,6 +23,10 @@ from tinyspec.tensor import Tensor
 
 def _unique(ts: Iterable[Tensor]) -> list[Tensor]: return list({id(t): t for t in ts}.values())
 
+def _realize(ts: list[Tensor]) -> None:
+  """Realize tensors together; none (a step with no gradient anywhere, an optimizer state of no parameters) does nothing."""
+  if ts: Tensor.realize(*ts)
+
 def _zeros_like(ps: list[Tensor]) -> list[Tensor]:
   """A zero buffer per parameter, laid out as it (split over the same devices along the same axis), realized now: so the
   first step's graph already reads buffers, as every later one does."""
@@ -30,12 +34,8 @@ def _zeros_like(ps: list[Tensor]) -> list[Tensor]:
     if not isinstance(p.device, tuple): return Tensor.zeros(p.shape, dtype=p.dtype, device=p.device)
     return Tensor.zeros(p.shape, dtype=p.dtype, device=p.device[0]).shard(p.device, p.uop.axis)
   out = [zeros(p) for p in ps]
-  if out: Tensor.realize(*out)
+  _realize(out)
   return out
-
-def _realize(ts: list[Tensor]) -> None:
-  """Realize a step's tensors together; a step with no gradient anywhere (and no buffers) has none, and does nothing."""
-  if ts: Tensor.realize(*ts)
 
 def _set(t: Tensor, new: Tensor) -> Tensor:
   """Write `new` into `t`'s buffer (`Tensor.assign`, lazily: realized with the rest of the step) and return t."""
