@@ -370,7 +370,7 @@ class Program:
       return True
     if op == "**":
       k = self.rng.choice([2, 3, 2.0])
-      base = cast(r, scalar_dtype(r.dt, k)) if r.dt != dtypes.bool else cast(r, dtypes.int32 if isinstance(k, int) else F32)
+      base = cast(r, scalar_dtype(r.dt, k))  # a bool base takes the default int or float
       sq = binop("*", base, base)
       self.new(f"{x} ** {k!r}", sq if k != 3 else binop("*", base, sq))
       return True
