@@ -550,7 +550,7 @@ class PointwiseMixin:
     """x moved toward 0 by lambd, and 0 within [-lambd, lambd] (nan stays nan); slope 1 outside, 0 inside, as PyTorch."""
     if lambd < 0: raise RuntimeError(f"softshrink: lambd must be >= 0, got {lambd}")
     x = self._float()
-    return (x > lambd).where(x - lambd, (x < -lambd).where(x + lambd, (x == x).where(0.0, x)))
+    return (x > lambd).where(x - lambd, (x < -lambd).where(x + lambd, x.isnan().where(x, 0.0)))
   def gelu(self: Tensor, approximate: str = "tanh") -> Tensor:
     """x P(X <= x) for a standard normal X. The default, approximate="tanh", is tinygrad's Tensor.gelu (PyTorch has no
     Tensor.gelu): 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))). approximate="none" is the exact form, PyTorch's
