@@ -126,6 +126,32 @@ def test_nll_and_binary_losses():
   check(lambda x: x.sparse_categorical_crossentropy(Tensor(np.array([1, 0, 4, 2, 3, 0]))),
         lambda x: F.cross_entropy(x, torch.tensor([1, 0, 4, 2, 3, 0])), LOGITS)
 
+PRED, TRUTH = rng.standard_normal((4, 5)).astype(np.float32), rng.standard_normal((4, 5)).astype(np.float32)
+TRUTH[0, :2] = PRED[0, :2]  # d = 0: the slope of |d| there is 0
+TRUTH[1, :2] = PRED[1, :2] + np.float32(0.5)  # |d| = beta = delta: the switch between the branches
+REGRESSION = [("mse_loss", {}), ("l1_loss", {}), ("smooth_l1_loss", {}), ("smooth_l1_loss", {"beta": 0.5}), ("smooth_l1_loss", {"beta": 0.0}),
+              ("huber_loss", {}), ("huber_loss", {"delta": 0.5})]
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("name, kw", REGRESSION, ids=[f"{n}{kw}" for n, kw in REGRESSION])
+def test_regression_losses(name, kw, reduction):
+  check(lambda x, t: getattr(x, name)(t, reduction=reduction, **kw), lambda x, t: getattr(F, name)(x, t, reduction=reduction, **kw), PRED, TRUTH)
+
+def test_regression_losses_broadcast_and_refuse_bad_settings():
+  check(lambda x, t: x.mse_loss(t), lambda x, t: F.mse_loss(x, t.expand(4, 5)), PRED, TRUTH[:1])
+  with pytest.raises(ValueError, match="beta"): Tensor(PRED).smooth_l1_loss(Tensor(TRUTH), beta=-1.0)
+  with pytest.raises(ValueError, match="delta"): Tensor(PRED).huber_loss(Tensor(TRUTH), delta=0.0)
+  with pytest.raises(ValueError, match="reduction"): Tensor(PRED).l1_loss(Tensor(TRUTH), reduction="batchmean")
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none", "batchmean"])
+@pytest.mark.parametrize("log_target", [False, True])
+def test_kl_div(reduction, log_target):
+  log_p, q = np.log(rng.dirichlet(np.ones(5), 4)).astype(np.float32), rng.dirichlet(np.ones(5), 4).astype(np.float32)
+  q[0, 1] = 0.0  # counts for 0; the slope in q is nan there, as PyTorch's
+  target = np.log(q + np.float32(1e-3)) if log_target else q
+  check(lambda x, t: x.kl_div(t, reduction=reduction, log_target=log_target),
+        lambda x, t: F.kl_div(x, t, reduction=reduction, log_target=log_target), log_p, target)
+
 # ---- attention, dropout ----
 Q, K, V = (rng.standard_normal(s).astype(np.float32) for s in ((2, 3, 4, 8), (2, 3, 6, 8), (2, 3, 6, 5)))
 MASK = rng.uniform(0, 1, (4, 6)) > 0.3

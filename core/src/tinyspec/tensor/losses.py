@@ -105,6 +105,45 @@ class LossMixin:
     loss = (1 - target) * x + scale * (-x).softplus()
     return _reduced(loss if weight is None else loss * weight, reduction)
 
+  # ---- regression losses: on the difference d = self - target, broadcast as PyTorch does ----
+  def _difference(self: Tensor, target: Tensor, reduction: str, what: str) -> Tensor:
+    _check(reduction, what)
+    return (self - target)._float()
+
+  def mse_loss(self: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
+    """(x - t)^2."""
+    return _reduced(self._difference(target, reduction, "mse_loss").square(), reduction)
+
+  def l1_loss(self: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
+    """|x - t| (slope 0 where x = t, as PyTorch)."""
+    return _reduced(self._difference(target, reduction, "l1_loss").abs(), reduction)
+
+  def smooth_l1_loss(self: Tensor, target: Tensor, reduction: str = "mean", beta: float = 1.0) -> Tensor:
+    """0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta; beta = 0 is l1_loss."""
+    if beta < 0: raise ValueError(f"smooth_l1_loss: beta must be >= 0, got {beta}")
+    d = self._difference(target, reduction, "smooth_l1_loss")
+    if beta == 0: return _reduced(d.abs(), reduction)
+    a = d.abs()
+    return _reduced((a < beta).where(0.5 / beta * d.square(), a - 0.5 * beta), reduction)
+
+  def huber_loss(self: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0) -> Tensor:
+    """0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta): smooth_l1_loss with beta = delta, times delta."""
+    if not delta > 0: raise ValueError(f"huber_loss: delta must be > 0, got {delta}")
+    d = self._difference(target, reduction, "huber_loss")
+    a = d.abs()
+    return _reduced((a < delta).where(0.5 * d.square(), delta * (a - 0.5 * delta)), reduction)
+
+  def kl_div(self: Tensor, target: Tensor, reduction: str = "mean", log_target: bool = False) -> Tensor:
+    """KL(target || exp(self)) pointwise for log-probabilities `self`: t (log t - x), 0 where t = 0 (or, with `log_target`,
+    e^t (t - x)); the slope in t is log t + 1 - x, nan at t = 0 as PyTorch's. "batchmean" divides the sum by the batch
+    size (self.shape[0]), the true KL divergence per sample; "mean" by the element count, as PyTorch's default does."""
+    if reduction != "batchmean": _check(reduction, "kl_div")
+    x, t = self._float(), target._float()
+    # t log t is 0 at t = 0; its slope there, log 0 + 1, reaches the unselected branch as 0 * -inf: nan, as PyTorch's
+    loss = t.exp() * (t - x) if log_target else (t == 0).where(0.0, t * t.log()) - t * x
+    if reduction == "batchmean": return loss.sum() / (x.shape[0] if x.ndim else 1)
+    return _reduced(loss, reduction)
+
   # ---- tinygrad's names ----
   def sparse_categorical_crossentropy(self: Tensor, Y: Tensor, ignore_index: int = -1, label_smoothing: float = 0.0,
                                       reduction: str = "mean") -> Tensor:
