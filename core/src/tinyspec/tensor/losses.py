@@ -22,8 +22,8 @@ def _class_axis(x: Tensor) -> int:
   """The class axis: 1 of a batched (N, C, d...) input, 0 of an unbatched (C,) one."""
   return 1 if x.ndim >= 2 else 0
 
-def _check(reduction: str, what: str) -> None:
-  if reduction not in REDUCTIONS: raise ValueError(f"{what}: reduction must be one of {REDUCTIONS}, got {reduction!r}")
+def _check(reduction: str, what: str, allowed: tuple[str, ...] = REDUCTIONS) -> None:
+  if reduction not in allowed: raise ValueError(f"{what}: reduction must be one of {allowed}, got {reduction!r}")
 
 
 class LossMixin:
@@ -137,7 +137,7 @@ class LossMixin:
     """KL(target || exp(self)) pointwise for log-probabilities `self`: t (log t - x), 0 where t = 0 (or, with `log_target`,
     e^t (t - x)); the slope in t is log t + 1 - x, nan at t = 0 as PyTorch's. "batchmean" divides the sum by the batch
     size (self.shape[0]), the true KL divergence per sample; "mean" by the element count, as PyTorch's default does."""
-    if reduction != "batchmean": _check(reduction, "kl_div")
+    _check(reduction, "kl_div", (*REDUCTIONS, "batchmean"))
     x, t = self._float(), target._float()
     # t log t is 0 at t = 0; its slope there, log 0 + 1, reaches the unselected branch as 0 * -inf: nan, as PyTorch's
     loss = t.exp() * (t - x) if log_target else (t == 0).where(0.0, t * t.log()) - t * x
