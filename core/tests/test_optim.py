@@ -5,7 +5,7 @@ import pytest
 from tinyspec import Tensor, dtypes
 from tinyspec.engine import realize as engine
 from tinyspec.nn import BatchNorm
-from tinyspec.nn.optim import SGD, Adam, AdamW
+from tinyspec.nn.optim import SGD, Adagrad, Adam, AdamW, RMSprop
 
 STEPS = 4
 _rng = np.random.default_rng(0)
@@ -76,11 +76,17 @@ def _torch_run(torch, cls, kw):
     opt.step()
   return [p.detach().numpy() for p in ps]
 
+RMSPROP_CASES = [dict(lr=0.01), dict(lr=0.01, alpha=0.9, eps=1e-3, weight_decay=0.1), dict(lr=0.01, momentum=0.9),
+                 dict(lr=0.005, centered=True), dict(lr=0.005, centered=True, momentum=0.5, weight_decay=0.01)]
+ADAGRAD_CASES = [dict(lr=0.1), dict(lr=0.1, lr_decay=0.5, weight_decay=0.1), dict(lr=0.05, initial_accumulator_value=0.5, eps=1e-3)]
+
 @pytest.mark.parametrize("name, kw", [("SGD", k) for k in SGD_CASES] + [(n, k) for n in ("Adam", "AdamW") for k in ADAM_CASES] +
-                         [("AdamW", dict(lr=0.01))])
+                         [("AdamW", dict(lr=0.01)), ("SGD", dict(lr=0.05, momentum=0.9, dampening=0.3)),
+                          ("SGD", dict(lr=0.05, momentum=0.5, dampening=1.0, weight_decay=0.1))] +
+                         [("RMSprop", k) for k in RMSPROP_CASES] + [("Adagrad", k) for k in ADAGRAD_CASES])
 def test_vs_torch(name, kw):
   torch = pytest.importorskip("torch")
-  ours = {"SGD": SGD, "Adam": Adam, "AdamW": AdamW}[name]
+  ours = {"SGD": SGD, "Adam": Adam, "AdamW": AdamW, "RMSprop": RMSprop, "Adagrad": Adagrad}[name]
   tkw = {k: v for k, v in kw.items() if k not in ("b1", "b2")} | ({"betas": (kw["b1"], kw["b2"])} if "b1" in kw else {})
   for got, want in zip(_run_ours(lambda ps: ours(ps, **kw)), _torch_run(torch, getattr(torch.optim, name), tkw)):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
@@ -120,13 +126,16 @@ def test_zero_grad_and_missing_grads():
   opt.zero_grad()
   assert a.grad is None and b.grad is None
 
-@pytest.mark.parametrize("name", ["Adam", "AdamW"])
-def test_adam_counts_each_parameters_own_steps_as_torch(name):
-  """b1^t and b2^t advance only for a parameter that has a gradient in that step: a step before any backward, or a layer
-  whose gradients start later, leaves its bias correction where it was (it advanced with every step())."""
+COUNTING = {"Adam": dict(lr=0.1), "AdamW": dict(lr=0.1), "Adagrad": dict(lr=0.1, lr_decay=0.3), "SGD": dict(lr=0.1, momentum=0.9, dampening=0.4)}
+
+@pytest.mark.parametrize("name", COUNTING)
+def test_each_parameter_counts_its_own_steps_as_torch(name):
+  """A parameter's step count (Adam's b1^t and b2^t, Adagrad's decay, SGD's undamped first step) advances only in a step
+  where it has a gradient: a step before any backward, or a layer whose gradients start later, leaves it where it was."""
   torch = pytest.importorskip("torch")
   ours, theirs = [Tensor(p) for p in P0], [torch.tensor(p, requires_grad=True) for p in P0]
-  opt, topt = {"Adam": Adam, "AdamW": AdamW}[name](ours, lr=0.1), getattr(torch.optim, name)(theirs, lr=0.1)
+  cls = {"Adam": Adam, "AdamW": AdamW, "Adagrad": Adagrad, "SGD": SGD}[name]
+  opt, topt = cls(ours, **COUNTING[name]), getattr(torch.optim, name)(theirs, **COUNTING[name])
   for has in ((), (0,), (0, 1), (1,), (0, 1)):  # which parameters have a gradient in each step
     for i, (p, t) in enumerate(zip(ours, theirs)):
       p.grad = Tensor(GRADS[len(has)][i]) if i in has else None
@@ -181,6 +190,9 @@ def test_bad_hyperparameters():
   with pytest.raises(ValueError, match="must be >= 0"): SGD(p, lr=-1.0)
   with pytest.raises(ValueError, match=r"b1=1.0 and b2=0.999 must be in \[0, 1\)"): Adam(p, b1=1.0)
   with pytest.raises(ValueError, match="must be >= 0"): AdamW(p, weight_decay=-0.1)
+  with pytest.raises(ValueError, match="no dampening"): SGD(p, lr=0.1, momentum=0.9, nesterov=True, dampening=0.1)
+  with pytest.raises(ValueError, match=r"alpha=1.5 must be in \[0, 1\]"): RMSprop(p, alpha=1.5)
+  with pytest.raises(ValueError, match="lr_decay=-1"): Adagrad(p, lr_decay=-1)
 
 def test_sharded_parameters():
   devs = ("PYTHON:0", "PYTHON:1")

@@ -1,5 +1,5 @@
-"""Optimizers with PyTorch's update rules: SGD (momentum, Nesterov, L2 weight decay), Adam (L2 weight decay), AdamW
-(decoupled weight decay), Muon; tinygrad's LAMB and LARS; OptimizerGroup to step several as one; learning-rate schedules
+"""Optimizers with PyTorch's update rules: SGD (momentum, dampening, Nesterov, L2 weight decay), Adam (L2 weight decay),
+AdamW (decoupled weight decay), RMSprop, Adagrad, Muon; tinygrad's LAMB and LARS; OptimizerGroup to step several as one; learning-rate schedules
 in `lr_scheduler`.
 
 A step is one lazy graph: every parameter's new value and every piece of optimizer state (momenta, moment estimates, the
@@ -41,6 +41,10 @@ def _set(t: Tensor, new: Tensor) -> Tensor:
   """Write `new` into `t`'s buffer (`Tensor.assign`, lazily: realized with the rest of the step) and return t."""
   return t.assign(new)
 
+def _entry(per_param: Tensor, i: int, p: Tensor) -> Tensor:
+  """Entry i of a per-parameter buffer, on parameter p's device."""
+  return per_param[i] if p.device == per_param.device else per_param[i].to(p.device)
+
 
 class Optimizer:
   """The parameters it updates (those that require gradients; a float tensor's None requires_grad is turned on) and the
@@ -66,6 +70,16 @@ class Optimizer:
     self._lr.assign(Tensor(np.array(v, np.float32), device=self._lr.device)).realize()  # in place: a TinyJit capture reads it
 
   def _lr_on(self, p: Tensor) -> Tensor: return self._lr if p.device == self._lr.device else self._lr.to(p.device)
+
+  def _per_parameter(self, value: float = 0.0) -> Tensor:
+    """A float32 buffer with one entry per parameter (a step count, a bias correction), realized now."""
+    return Tensor(np.full(len(self.params), value, np.float32), device=self._lr.device).realize()
+
+  def _advance(self, per_param: Tensor, new: Tensor) -> Tensor:
+    """Write `new` into a per-parameter buffer where the parameter has a gradient this step, as PyTorch counts a
+    parameter's steps; when every one has (the usual step) the graph stays the same from step to step."""
+    stepped = [p.grad is not None for p in self.params]
+    return _set(per_param, new if all(stepped) else Tensor(np.array(stepped), device=self._lr.device).where(new, per_param))
 
   def zero_grad(self) -> None:
     """Forget the gradients (each parameter's grad becomes None), so the next backward does not add to them."""
@@ -98,21 +112,29 @@ class Optimizer:
 
 
 class SGD(Optimizer):
-  """Stochastic gradient descent as torch.optim.SGD (no dampening): g = grad + weight_decay * p; with momentum,
-  b = momentum * b + g and g = b, or g + momentum * b with nesterov; then p -= lr * g."""
-  def __init__(self, params: Iterable[Tensor], lr: float = 1e-3, momentum: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False):
-    if nesterov and momentum <= 0: raise ValueError(f"{type(self).__name__}: nesterov momentum requires a momentum > 0")
+  """Stochastic gradient descent as torch.optim.SGD: g = grad + weight_decay * p; with momentum, b = g at a parameter's
+  first step, then b = momentum * b + (1 - dampening) * g, and g = b, or g + momentum * b with nesterov; then p -= lr * g."""
+  def __init__(self, params: Iterable[Tensor], lr: float = 1e-3, momentum: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False,
+               dampening: float = 0.0):
+    if nesterov and (momentum <= 0 or dampening != 0):
+      raise ValueError(f"{type(self).__name__}: nesterov momentum requires a momentum > 0 and no dampening")
     if lr < 0 or momentum < 0 or weight_decay < 0:
       raise ValueError(f"{type(self).__name__}: lr={lr}, momentum={momentum}, weight_decay={weight_decay} must be >= 0")
     super().__init__(params, lr)
-    self.momentum, self.weight_decay, self.nesterov = momentum, weight_decay, nesterov
+    self.momentum, self.weight_decay, self.nesterov, self.dampening = momentum, weight_decay, nesterov, dampening
     self.b = _zeros_like(self.params) if momentum else []
+    # with dampening the first step differs (b = g, undamped): each parameter's steps so far tell it apart
+    self.steps = self._per_parameter() if momentum and dampening else None
+
+  def _step_state(self) -> list[Tensor]:
+    return [] if self.steps is None else [self._advance(self.steps, self.steps + 1)]
 
   def _update(self, i: int, p: Tensor, g: Tensor) -> list[Tensor]:
     if self.weight_decay: g = g + self.weight_decay * p
     state = []
     if self.momentum:
-      b = _set(self.b[i], self.momentum * self.b[i] + g)
+      new = self.momentum * self.b[i] + (1 - self.dampening) * g
+      b = _set(self.b[i], new if self.steps is None else (_entry(self.steps, i, p) == 1).where(g, new))
       g, state = (g + self.momentum * b if self.nesterov else b), [b]
     return [_set(p, p - self._lr_on(p) * g), *state]
 
@@ -131,22 +153,16 @@ class Adam(Optimizer):
     super().__init__(params, lr)
     self.b1, self.b2, self.eps, self.weight_decay = b1, b2, eps, weight_decay
     self.m, self.v = _zeros_like(self.params), _zeros_like(self.params)
-    # 1 - b1^t and 1 - b2^t for each parameter as float32 buffers (t = the steps it had a gradient in, 0 at first)
-    self.correction1, self.correction2 = (Tensor(np.zeros(len(self.params), np.float32), device=self._lr.device) for _ in range(2))
-    Tensor.realize(self.correction1, self.correction2)
+    # 1 - b1^t and 1 - b2^t for each parameter (t = the steps it had a gradient in, 0 at first)
+    self.correction1, self.correction2 = self._per_parameter(), self._per_parameter()
 
   def _step_state(self) -> list[Tensor]:
-    stepped = [p.grad is not None for p in self.params]
-    mask = None if all(stepped) else Tensor(np.array(stepped), device=self._lr.device)  # None: the usual step, one graph
-    def advance(c: Tensor, b: float) -> Tensor:
-      new = (1 - b) + b * c
-      return _set(c, new if mask is None else mask.where(new, c))
-    return [advance(self.correction1, self.b1), advance(self.correction2, self.b2)]
+    return [self._advance(c, (1 - b) + b * c) for c, b in ((self.correction1, self.b1), (self.correction2, self.b2))]
 
   def _moments(self, i: int, p: Tensor, g: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """Parameter i's moving averages m and v advanced by gradient g (written in place), and its 1 - b1^t, 1 - b2^t on p's
     device."""
-    c1, c2 = (c[i] if p.device == c.device else c[i].to(p.device) for c in (self.correction1, self.correction2))
+    c1, c2 = _entry(self.correction1, i, p), _entry(self.correction2, i, p)
     m = _set(self.m[i], self.b1 * self.m[i] + (1 - self.b1) * g)
     v = _set(self.v[i], self.b2 * self.v[i] + (1 - self.b2) * (g * g))
     return m, v, c1, c2
@@ -180,6 +196,58 @@ class LAMB(Adam):
     p_norm, r_norm = (p * p).sum().sqrt(), (r * r).sum().sqrt()
     trust = ((p_norm > 0) & (r_norm > 0)).where(p_norm / r_norm, 1.0)
     return [_set(p, p - self._lr_on(p) * trust * r), m, v]
+
+
+class RMSprop(Optimizer):
+  """RMSprop as torch.optim.RMSprop: g = grad + weight_decay * p; v = alpha * v + (1 - alpha) * g^2; the step is
+  g / (sqrt(v) + eps), or with `centered` g / (sqrt(v - a^2) + eps) for a = alpha * a + (1 - alpha) * g, the mean
+  gradient; with momentum b = momentum * b + step and p -= lr * b, else p -= lr * step."""
+  def __init__(self, params: Iterable[Tensor], lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8, weight_decay: float = 0.0,
+               momentum: float = 0.0, centered: bool = False):
+    if not 0 <= alpha <= 1: raise ValueError(f"RMSprop: alpha={alpha} must be in [0, 1]")
+    if lr < 0 or eps < 0 or weight_decay < 0 or momentum < 0:
+      raise ValueError(f"RMSprop: lr={lr}, eps={eps}, weight_decay={weight_decay}, momentum={momentum} must be >= 0")
+    super().__init__(params, lr)
+    self.alpha, self.eps, self.weight_decay, self.momentum, self.centered = alpha, eps, weight_decay, momentum, centered
+    self.v = _zeros_like(self.params)
+    self.mean_grad = _zeros_like(self.params) if centered else []
+    self.b = _zeros_like(self.params) if momentum else []
+
+  def _update(self, i: int, p: Tensor, g: Tensor) -> list[Tensor]:
+    if self.weight_decay: g = g + self.weight_decay * p
+    v = _set(self.v[i], self.alpha * self.v[i] + (1 - self.alpha) * (g * g))
+    state, var = [v], v
+    if self.centered:
+      a = _set(self.mean_grad[i], self.alpha * self.mean_grad[i] + (1 - self.alpha) * g)
+      state, var = [*state, a], v - a * a
+    step = g / (var.sqrt() + self.eps)
+    if self.momentum:
+      step = _set(self.b[i], self.momentum * self.b[i] + step)
+      state.append(step)
+    return [_set(p, p - self._lr_on(p) * step), *state]
+
+
+class Adagrad(Optimizer):
+  """Adagrad as torch.optim.Adagrad: g = grad + weight_decay * p; s += g^2 (starting at initial_accumulator_value);
+  p -= lr / (1 + (t - 1) lr_decay) * g / (sqrt(s) + eps) at the parameter's step t."""
+  def __init__(self, params: Iterable[Tensor], lr: float = 1e-2, lr_decay: float = 0.0, weight_decay: float = 0.0,
+               initial_accumulator_value: float = 0.0, eps: float = 1e-10):
+    if lr < 0 or lr_decay < 0 or weight_decay < 0 or initial_accumulator_value < 0 or eps < 0:
+      raise ValueError(f"Adagrad: lr={lr}, lr_decay={lr_decay}, weight_decay={weight_decay}, "
+                       f"initial_accumulator_value={initial_accumulator_value}, eps={eps} must be >= 0")
+    super().__init__(params, lr)
+    self.lr_decay, self.weight_decay, self.eps = lr_decay, weight_decay, eps
+    self.sum = _zeros_like(self.params)
+    if initial_accumulator_value: _realize([_set(s, s + initial_accumulator_value) for s in self.sum])
+    self.steps = self._per_parameter()
+
+  def _step_state(self) -> list[Tensor]: return [self._advance(self.steps, self.steps + 1)]
+
+  def _update(self, i: int, p: Tensor, g: Tensor) -> list[Tensor]:
+    if self.weight_decay: g = g + self.weight_decay * p
+    s = _set(self.sum[i], self.sum[i] + g * g)
+    lr = self._lr_on(p) / (1 + (_entry(self.steps, i, p) - 1) * self.lr_decay) if self.lr_decay else self._lr_on(p)
+    return [_set(p, p - lr * g / (s.sqrt() + self.eps)), s]
 
 
 def _norm(t: Tensor) -> Tensor: return (t * t).sum().sqrt()
@@ -266,4 +334,4 @@ class OptimizerGroup:
 
 from tinyspec.nn.optim import lr_scheduler  # noqa: E402  (the schedules, after the optimizers they drive)
 
-__all__ = ["LAMB", "LARS", "SGD", "Adam", "AdamW", "Muon", "Optimizer", "OptimizerGroup", "lr_scheduler"]
+__all__ = ["LAMB", "LARS", "SGD", "Adagrad", "Adam", "AdamW", "Muon", "Optimizer", "OptimizerGroup", "RMSprop", "lr_scheduler"]
