@@ -4,6 +4,7 @@ import math
 import pickle
 import re
 import sys
+import threading
 import weakref
 
 import pytest
@@ -33,6 +34,24 @@ def test_hash_consing_does_not_keep_nodes_alive():
   assert ref() is None
   v = UOp(Ops.CUSTOM, (UOp.const(12345, dtypes.int32),), "test_hash_consing_does_not_keep_nodes_alive")  # rebuilt, and unique again
   assert v is UOp(Ops.CUSTOM, (UOp.const(12345, dtypes.int32),), "test_hash_consing_does_not_keep_nodes_alive")
+
+def test_hash_consing_across_threads_gives_one_node(monkeypatch):
+  """Two threads building the same node at once get one node: both are held in the middle of building it (in its shape
+  rule, before either is registered), and the second to register takes the first's."""
+  from tinyspec.uop import uop as uop_module
+  meet, rule = threading.Barrier(2), uop_module._SHAPE_RULES[Ops.CUSTOM]
+  def meet_then_rule(u):
+    meet.wait(timeout=10)
+    return rule(u)
+  monkeypatch.setitem(uop_module._SHAPE_RULES, Ops.CUSTOM, meet_then_rule)
+  built = [None, None]
+  def build(i): built[i] = UOp(Ops.CUSTOM, (UOp.const(7, dtypes.int32),), "test_hash_consing_across_threads_gives_one_node")
+  threads = [threading.Thread(target=build, args=(i,)) for i in range(2)]
+  for t in threads: t.start()
+  for t in threads: t.join()
+  assert built[0] is built[1] is not None
+  monkeypatch.undo()
+  assert UOp(Ops.CUSTOM, (UOp.const(7, dtypes.int32),), "test_hash_consing_across_threads_gives_one_node") is built[0]
 
 def test_immutable():
   u = x_var() + 1

@@ -79,8 +79,15 @@ class UOp:
     _set_op(u, op); _set_src(u, src); _set_arg(u, arg); _set_tag(u, tag)
     _set_dtype(u, _DTYPE_RULES[op](u))
     _set_shape(u, _SHAPE_RULES[op](u))  # ill-formed nodes raise here, before they are registered
-    # when u dies its entry goes, by a C-level call: hash-consing returns u while it lives, so no other node has this key then
-    _live[key] = weakref.ref(u, functools.partial(_live.pop, key))
+    # when u dies its entry goes, by a C-level call: hash-consing returns u while it lives, so no other node has this key then.
+    # setdefault, one step under the GIL: a thread that built the same node meanwhile registered it first, and that one is
+    # returned (two live nodes for one key would break == as identity); this weakref is dropped unused, with no callback
+    ref = weakref.ref(u, functools.partial(_live.pop, key))
+    if (kept := _live.setdefault(key, ref)) is not ref:
+      if (first := kept()) is not None:
+        del ref
+        return first
+      _live[key] = ref  # a dead entry its callback has not yet removed
     return u
   def __setattr__(self, name, value): raise AttributeError(f"UOp is immutable; use .replace({name}=...)")
   def __reduce__(self): return UOp, (self.op, self.src, self.arg, self.tag)
