@@ -4,9 +4,11 @@ and summed away (seed 001's gather). No INDEX or STACK appears in a tensor graph
 bool mask index is turned into positions (its result's shape depends on its values)."""
 from __future__ import annotations
 
+import functools
+import inspect
 import math
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -21,6 +23,7 @@ if TYPE_CHECKING:
   from tinyspec.tensor.tensor import Tensor
 
 _INT = (int, np.integer)
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _joined_tensors(op: str, first, others: tuple) -> list:
@@ -50,6 +53,25 @@ def no_negative_sizes(shape: tuple, op: str) -> None:
   """Raise ShapeError naming `op` when `shape` holds a negative size."""
   if any(isinstance(s, int) and s < 0 for s in shape): raise ShapeError(f"{op}: negative dimension in shape {shape}")
 
+
+def torch_keywords(**aliases: str | tuple[str, Callable[[Any], Any]]) -> Callable[[F], F]:
+  """A method decorator: the method also takes PyTorch's keyword names for its arguments, given as theirs="ours", or
+  theirs=("ours", convert) where the value differs too. `@torch_keywords(dim="axis")` lets x.sum(dim=1) mean
+  x.sum(axis=1), so code written for torch.Tensor runs as it is."""
+  renames = {theirs: (alias, None) if isinstance(alias, str) else alias for theirs, alias in aliases.items()}
+  def decorate(method: F) -> F:
+    params = list(inspect.signature(method).parameters)[1:]  # after self: where each of ours sits among the positionals
+    @functools.wraps(method)
+    def with_aliases(self, *args, **kwargs):
+      for theirs, (ours, convert) in renames.items():
+        if theirs not in kwargs: continue
+        if ours in kwargs or params.index(ours) < len(args):
+          raise TypeError(f"{method.__name__}() got {ours!r} twice: positionally or by name, and as PyTorch's {theirs!r}")
+        value = kwargs.pop(theirs)
+        kwargs[ours] = value if convert is None else convert(value)
+      return method(self, *args, **kwargs)
+    return with_aliases  # type: ignore[return-value]
+  return decorate
 
 def resolve_dim(dim: int, ndim: int) -> int:
   """`dim` as a non-negative axis of an ndim-d tensor (negative counts from the end); a 0-d tensor takes 0 and -1."""
@@ -197,12 +219,14 @@ class MovementMixin:
     x = self.reshape(old)
     return x if new == x.shape else self._new(x.uop.expand(new))
 
+  @torch_keywords(dims="order")
   def permute(self: Tensor, order, *args) -> Tensor:
     """The axes reordered: output axis i is input axis order[i]."""
     order = tuple(resolve_dim(d, self.ndim) for d in shape_arg(order, *args)) if self.ndim else shape_arg(order, *args)
     if sorted(order) != list(range(self.ndim)): raise RuntimeError(f"permute: {order} is not a permutation of the axes of shape {self.shape}")
     return self if order == tuple(range(self.ndim)) else self._new(self.uop.permute(order))
 
+  @torch_keywords(dims="axis")
   def flip(self: Tensor, axis, *args) -> Tensor:
     """The elements reversed along `axis` (an int or a sequence)."""
     axes = tuple(resolve_dim(d, self.ndim) for d in ((axis, *args) if isinstance(axis, _INT) else tuple(axis)))

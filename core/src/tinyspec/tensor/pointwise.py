@@ -356,7 +356,15 @@ class PointwiseMixin:
       return pole.where((x == 0).where(at_zero, math.nan), (x == -math.inf).where(math.nan, value))
     return self._math(f)
 
-  # ---- rounding to decimals, linear interpolation ----
+  # ---- rounding, linear interpolation ----
+  def floor(self: Tensor) -> Tensor:
+    if not dtypes.is_float(self.dtype): return self
+    t = self.trunc()
+    return (self < t).where(t - 1, t)
+  def ceil(self: Tensor) -> Tensor:
+    if not dtypes.is_float(self.dtype): return self
+    t = self.trunc()
+    return (self > t).where(t + 1, t)
   def round(self: Tensor, decimals: int = 0) -> Tensor:
     """Round half to even, as PyTorch: from f = floor(x), up when x - f > 0.5, and at exactly 0.5 only if f is odd.
     (x - floor(x) is exact for every float; large floats are integers already and have x - f = 0.) `decimals` rounds

@@ -2,11 +2,13 @@
 cumulative scans. Everything stays one lazy graph: scans use the sliding-window trick of seed 001's prefix_sum."""
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
 from tinyspec.dtype import DType, dtypes, position_dtype, to_dtype
-from tinyspec.tensor.movement import resolve_dim
+from tinyspec.tensor.movement import F, resolve_dim, torch_keywords
 from tinyspec.uop.ops import Ops
 from tinyspec.uop.uop import UOp
 
@@ -18,10 +20,23 @@ _CHUNK = 256  # scans longer than 2*_CHUNK run in two stages: an O(n^2) window o
 
 
 class ValuesIndices(NamedTuple):
-  """What cummax and cummin return, as PyTorch's: `values, indices = x.cummax(0)` or `x.cummax(0).values`."""
+  """What cummax, cummin and max or min with `dim` return, as PyTorch's: `values, indices = x.cummax(0)` or
+  `x.max(dim=1).values`."""
   values: Tensor
   indices: Tensor
 
+
+def dim_gives_indices(arg_method: str) -> Callable[[F], F]:
+  """For max and min: PyTorch's keyword `dim` (x.max(dim=1)) gives PyTorch's (values, indices), the indices from
+  `arg_method`; tinygrad's `axis` (x.max(1), x.max(axis=1)) gives the values alone."""
+  def decorate(method: F) -> F:
+    @functools.wraps(method)
+    def with_dim(self, *args, dim: int | None = None, **kwargs):
+      if dim is None: return method(self, *args, **kwargs)
+      if args or "axis" in kwargs: raise TypeError(f"{method.__name__}() takes axis (values) or PyTorch's dim (values, indices), not both")
+      return ValuesIndices(method(self, dim, **kwargs), getattr(self, arg_method)(dim, **kwargs))
+    return with_dim  # type: ignore[return-value]
+  return decorate
 
 def _acc(x: Tensor) -> Tensor:
   """x in the dtype its statistics accumulate in: halves sum in float32 (a sum of many halves overflows or loses the small terms)."""
@@ -43,11 +58,13 @@ class ReduceMixin:
   """Reductions composed from sum and max (tensor.py's `_reduce` makes those)."""
 
   # ---- prod and min, beside tensor.py's sum and max ----
+  @torch_keywords(dim="axis")
   def prod(self: Tensor, axis: Axis = None, keepdim: bool = False, dtype: DType | str | None = None) -> Tensor:
     """Product over `axis`; dtypes as sum."""
     x = self._acc_dtype(dtype)
     if dtypes.is_float(x.dtype) and x.dtype.itemsize < 4: return x.float()._reduce(Ops.MUL, axis, keepdim).cast(x.dtype)
     return x._reduce(Ops.MUL, axis, keepdim)
+  @dim_gives_indices("argmin")
   def min(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:
     """The smallest value over `axis`: -max(-x) for floats, ~max(~x) for ints and bool (~ reverses their order exactly)."""
     if any(self.shape[a] == 0 for a in self._axes(axis)): raise RuntimeError(f"min: cannot reduce an empty axis of shape {self.shape}")
@@ -55,6 +72,7 @@ class ReduceMixin:
     return ~((~self).max(axis, keepdim))
 
   # ---- statistics ----
+  @torch_keywords(dim="axis")
   def mean(self: Tensor, axis: Axis = None, keepdim: bool = False, dtype: DType | str | None = None) -> Tensor:
     """The mean over `axis` (all axes if None). Ints and bool give the default float; an empty reduction gives nan. A
     float `dtype` casts the input to it first, as PyTorch."""
@@ -66,14 +84,17 @@ class ReduceMixin:
     total = _acc(x).sum(axes, keepdim=keepdim)
     return (total / _count(total, math.prod(self.shape[a] for a in axes))).cast(x.dtype)
 
+  @torch_keywords(dim="axis", unbiased=("correction", int))
   def var(self: Tensor, axis: Axis = None, keepdim: bool = False, correction: int | float = 1) -> Tensor:
-    """The variance over `axis`, dividing by n - correction (1: the unbiased estimate, as PyTorch's default)."""
+    """The variance over `axis`, dividing by n - correction (1: the unbiased estimate, as PyTorch's default; PyTorch's
+    unbiased=False is correction=0)."""
     x, axes = self._float(), self._axes(axis)
     d = _acc(x) - _acc(x).mean(axes, keepdim=True)
     # n - correction <= 0 divides by 0: nan for a zero sum of squares, inf otherwise (PyTorch's answers)
     squares, n = (d * d).sum(axes, keepdim=keepdim), math.prod(self.shape[a] for a in axes)
     return (squares / (max(0, n - correction) if isinstance(n, int) else (_count(squares, n) - correction).maximum(0))).cast(x.dtype)
 
+  @torch_keywords(dim="axis", unbiased=("correction", int))
   def std(self: Tensor, axis: Axis = None, keepdim: bool = False, correction: int | float = 1) -> Tensor:
     """The standard deviation over `axis`: sqrt of `var` with the same `correction`. Where the variance is 0 the gradient is
     0, as PyTorch's (sqrt's infinite slope there times var's zero slope would be nan). float16 takes the root in float32
@@ -88,15 +109,18 @@ class ReduceMixin:
       return (v.isinf() & scaled.isfinite()).where(root(scaled) * 2.0 ** 80, root(v))
     return self._math(std)
 
+  @torch_keywords(dim="axis", unbiased=("correction", int))
   def var_mean(self: Tensor, axis: Axis = None, keepdim: bool = False, correction: int | float = 1) -> tuple[Tensor, Tensor]:
     """(var, mean) over `axis`, as torch.var_mean."""
     return self.var(axis, keepdim, correction), self.mean(axis, keepdim)
 
+  @torch_keywords(dim="axis", unbiased=("correction", int))
   def std_mean(self: Tensor, axis: Axis = None, keepdim: bool = False, correction: int | float = 1) -> tuple[Tensor, Tensor]:
     """(std, mean) over `axis`, as torch.std_mean."""
     return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
 
   # ---- arg reductions ----
+  @torch_keywords(dim="axis")
   def argmax(self: Tensor, axis: int | None = None, keepdim: bool = False) -> Tensor:
     """The index of the largest value along `axis`, the first one on ties (and the first nan, as PyTorch); its dtype is
     dtype.position_dtype's (the default int). axis None: the index into the flattened tensor."""
@@ -118,6 +142,7 @@ class ReduceMixin:
     if dtypes.is_float(self.dtype): hit = hit | (self != self)
     return hit, type(self).arange(n, 0, -1, dtype=dtypes.int32, device=self.device).reshape(tuple(n if i == ax else 1 for i in range(self.ndim)))
 
+  @torch_keywords(dim="axis")
   def argmin(self: Tensor, axis: int | None = None, keepdim: bool = False) -> Tensor:
     """The index (argmax's dtype) of the smallest value along `axis`, the first one on ties. axis None: into the flattened
     tensor."""
@@ -127,10 +152,12 @@ class ReduceMixin:
     return flipped.argmax(axis, keepdim)
 
   # ---- boolean ----
+  @torch_keywords(dim="axis")
   def any(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:
     """Whether any element along `axis` is nonzero (bool); False over an empty axis."""
     return self._bool_reduce(axis, keepdim, False)
 
+  @torch_keywords(dim="axis")
   def all(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:
     """Whether every element along `axis` is nonzero (bool); True over an empty axis."""
     return self._bool_reduce(axis, keepdim, True)
@@ -145,6 +172,7 @@ class ReduceMixin:
     return b.logical_not().max(axes, keepdim=keepdim).logical_not() if every else b.max(axes, keepdim=keepdim)
 
   # ---- exponentials ----
+  @torch_keywords(dim="axis")
   def logsumexp(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:
     """log(sum(exp(x))) over `axis`, computed stably around the max; -inf over an empty axis."""
     x, axes = self._float(), self._axes(axis)
@@ -155,6 +183,7 @@ class ReduceMixin:
     out = (x - m).exp().sum(axes, keepdim=True).log() + m
     return out if keepdim else out.reshape(_reduced_shape(self.shape, axes, False))
 
+  @torch_keywords(dim="axis")
   def softmax(self: Tensor, axis: int = -1, dtype: DType | str | None = None) -> Tensor:
     """exp(x) / sum(exp(x)) along `axis`, with the max subtracted first so exp never overflows. `dtype` casts the input first."""
     x, ax = (self if dtype is None else self.cast(dtype))._float(), resolve_dim(axis, self.ndim)
@@ -164,6 +193,7 @@ class ReduceMixin:
     # roundings, so for a constant g it cancels g / sum(e) exactly whenever sum(e) * (1 / sum(e)) rounds to 1
     return e * e.sum(ax, keepdim=True).reciprocal()
 
+  @torch_keywords(dim="axis")
   def log_softmax(self: Tensor, axis: int = -1, dtype: DType | str | None = None) -> Tensor:
     """log(softmax(x)) along `axis`, as x - max - log(sum(exp(x - max))): stable, and exact where softmax underflows to 0."""
     x, ax = (self if dtype is None else self.cast(dtype))._float(), resolve_dim(axis, self.ndim)
@@ -172,20 +202,24 @@ class ReduceMixin:
     return s - s.exp().sum(ax, keepdim=True).log()
 
   # ---- scans ----
+  @torch_keywords(dim="axis")
   def cumsum(self: Tensor, axis: int = 0) -> Tensor:
     """Running sums along `axis`, in the dtype `sum` gives (bool counts as int)."""
     return self._scan(axis, "sum")
 
+  @torch_keywords(dim="axis")
   def cumprod(self: Tensor, axis: int = 0) -> Tensor:
     """Running products along `axis`, in the dtype `prod` gives."""
     return self._scan(axis, "prod")
 
+  @torch_keywords(dim="axis")
   def cummax(self: Tensor, axis: int = 0) -> ValuesIndices:
     """(values, indices) of the running maxima along `axis`, as torch.cummax: a nan stays the maximum once met, and each
     index names the last element equal to its running maximum (the last nan after one). The values carry the gradient."""
     values = self._scan(axis, "max")
     return ValuesIndices(values, self._last_reached(values, axis))
 
+  @torch_keywords(dim="axis")
   def cummin(self: Tensor, axis: int = 0) -> ValuesIndices:
     """(values, indices) of the running minima along `axis`, as torch.cummin: the values are -cummax(-x) for floats and
     ~cummax(~x) for ints and bools (~ reverses their order); the indices as cummax's."""
@@ -203,6 +237,7 @@ class ReduceMixin:
     reached = (self == running) | (self != self) if dtypes.is_float(self.dtype) else self == running
     return reached.where(pos, -1)._scan(ax, "max")
 
+  @torch_keywords(dim="axis")
   def logcumsumexp(self: Tensor, axis: int = 0) -> Tensor:
     """log(sum_{j<=i} exp(x_j)) along `axis`. Each prefix i is shifted by its own running maximum c_i, so no exp overflows
     and none of a prefix's terms all underflow: sum_j [j <= i] exp(x_j - c_i), an (n, n) masked sum per row (as sort)."""

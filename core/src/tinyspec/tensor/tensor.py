@@ -33,11 +33,20 @@ from tinyspec.engine import transcendental as T
 from tinyspec.gradient import compute_gradient, grad_path
 from tinyspec.tensor.linalg import LinalgMixin
 from tinyspec.tensor.losses import LossMixin
-from tinyspec.tensor.movement import MovementMixin, broadcast_const, broadcast_shape, check_bytes, no_negative_sizes, resolve_dim, shape_arg
+from tinyspec.tensor.movement import (
+  MovementMixin,
+  broadcast_const,
+  broadcast_shape,
+  check_bytes,
+  no_negative_sizes,
+  resolve_dim,
+  shape_arg,
+  torch_keywords,
+)
 from tinyspec.tensor.nn import NNMixin
 from tinyspec.tensor.pointwise import PointwiseMixin
 from tinyspec.tensor.random import RandomMixin
-from tinyspec.tensor.reduce import ReduceMixin
+from tinyspec.tensor.reduce import ReduceMixin, dim_gives_indices
 from tinyspec.tensor.sorting import SortMixin
 from tinyspec.tensor.torch_names import TorchNamesMixin
 from tinyspec.uop.ops import GroupOp, Ops
@@ -750,14 +759,6 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Lin
     """sin(x) / cos(x), both by exact reductions, so that the gradient (SIN's slope at small arguments) is accurate too."""
     return self._math(lambda x: x._new(T.tan(x.uop)))
   def trunc(self) -> Tensor: return self._unop(Ops.TRUNC) if dtypes.is_float(self.dtype) else self
-  def floor(self) -> Tensor:
-    if not dtypes.is_float(self.dtype): return self
-    t = self.trunc()
-    return (self < t).where(t - 1, t)
-  def ceil(self) -> Tensor:
-    if not dtypes.is_float(self.dtype): return self
-    t = self.trunc()
-    return (self > t).where(t + 1, t)
 
   # ---- the basic reductions: sum and max (the rest, prod and min among them, are in reduce.py) ----
   def _axes(self, axis: int | tuple[int, ...] | list[int] | None) -> tuple[int, ...]:
@@ -775,11 +776,13 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Lin
   def _acc_dtype(self, dtype: DType | str | None) -> Tensor:
     if dtype is not None: return self.cast(dtype)
     return self.cast(dtypes.int64) if self.dtype == dtypes.bool or (dtypes.is_int(self.dtype) and self.dtype != dtypes.uint64) else self
+  @torch_keywords(dim="axis")
   def sum(self, axis: int | tuple[int, ...] | None = None, keepdim: bool = False, dtype: DType | str | None = None) -> Tensor:
     """Sum over `axis` (all axes when None). bool and ints give int64, as PyTorch; float16 and bfloat16 accumulate in float32."""
     x = self._acc_dtype(dtype)
     if dtypes.is_float(x.dtype) and x.dtype.itemsize < 4: return x.float()._reduce(Ops.ADD, axis, keepdim).cast(x.dtype)
     return x._reduce(Ops.ADD, axis, keepdim)
+  @dim_gives_indices("argmax")
   def max(self, axis: int | tuple[int, ...] | None = None, keepdim: bool = False) -> Tensor:
     """The largest value over `axis` (values only; no indices). Reducing an empty axis is an error. The gradient is PyTorch's:
     over one axis given as an int (torch.max(x, dim)) it all goes to the first maximum, the one argmax picks; over all axes
