@@ -79,18 +79,77 @@ CASES += [
     for m in ("linear", "lower", "higher", "nearest", "midpoint")],
 ]
 
+# PyTorch's keyword names for the arguments of tinygrad-named methods: dim for axis (max and min then give (values,
+# indices)), unbiased for correction, dims for flip's and permute's axes
+CASES += [
+  *[(f"{n}_dim", same(n, dim=1), None, (A,)) for n in ("sum", "prod", "mean", "var", "std", "logsumexp", "softmax", "log_softmax",
+                                                       "cumsum", "cumprod", "logcumsumexp", "argmax", "argmin", "any", "all")],
+  *[(f"{n}_dims_keep", same(n, dim=(0, 2), keepdim=True), None, (T3,)) for n in ("sum", "mean", "var", "std")],
+  *[(f"{n}_dim", same(n, dim=-1), None, (T3,)) for n in ("max", "min", "cummax", "cummin")],
+  *[(f"{n}_dim", same(n, dim=-1), lambda x, n=n: getattr(torch, n)(x, dim=-1), (T3,)) for n in ("var_mean", "std_mean")],
+  ("max_dim_keep", same("max", dim=0, keepdim=True), None, (A,)), ("min_dim_ties", same("min", dim=1), None, (np.round(A).astype(np.float32),)),
+  ("var_unbiased", same("var", 1, unbiased=False), None, (A,)), ("std_unbiased", same("std", dim=0, unbiased=False, keepdim=True), None, (A,)),
+  ("std_mean_unbiased", same("std_mean", dim=1, unbiased=False), lambda x: torch.std_mean(x, dim=1, unbiased=False), (A,)),
+  ("flip_dims", same("flip", dims=(0, 2)), None, (T3,)), ("permute_dims", same("permute", dims=(2, 0, 1)), None, (T3,)),
+]
+
+NANS = np.where(rng.uniform(0, 1, (4, 5)) < 0.3, np.nan, np.round(rng.standard_normal((4, 5)) * 2)).astype(np.float32)
+NANS[:, 0] = 1.0  # no row all nan: PyTorch's index there is whichever nan its selection ends on
+REPEATS = np.array([[3, 6, 3, 1, 6], [1, 7, 7, 2, 2], [5, 4, 3, 2, 1]], np.float32)  # (kthvalue's index among ties is PyTorch's selection's)
+SEQ, SEQ2 = np.array([-1.0, 0.5, 0.5, 2.0, 3.0], np.float32), np.sort(rng.standard_normal((3, 6)).astype(np.float32), -1)
+PROBES = np.array([[-2.0, 0.5, 2.5], [3.0, np.nan, 0.0], [np.inf, -np.inf, 1.0]], np.float32)
+ints64 = lambda x, values: ints(x, values) if isinstance(x, Tensor) else torch.tensor(values)  # noqa: E731
+CASES += [
+  ("kthvalue", same("kthvalue", 2, 1), None, (A,)), ("kthvalue_keep", same("kthvalue", 2, 0, True), None, (T3,)),
+  ("mode", same("mode"), None, (REPEATS,)), ("mode_dim0_keep", same("mode", 0, True), None, (np.round(T3),)),
+  ("nanmedian_dim", same("nanmedian", 1), None, (NANS,)), ("nanmedian_keep", same("nanmedian", 0, True), None, (NANS,)),
+  ("nanmedian_all", same("nanmedian"), None, (NANS,)), ("nanmedian_no_nan", same("nanmedian", 1), None, (A,)),
+  ("aminmax", same("aminmax"), None, (A,)), ("aminmax_dim", same("aminmax", dim=1, keepdim=True), None, (np.round(A),)),
+  ("take", lambda x: x.take(ints64(x, [[0, -1], [5, 11]])), None, (A,)),
+  ("nextafter", same("nextafter"), None, (np.array([0, 1, -1, 1e-45, 3e38, -0.0, 1, 2], np.float32),
+                                           np.array([1, 2, -2, 0, np.inf, -1, 1, -3], np.float32))),  # (slopes at inf, nan: 0 here, 1 there)
+]
+SEARCHES = [("searchsorted", {}), ("searchsorted_right", {"right": True}), ("searchsorted_side", {"side": "right"}),
+            ("searchsorted_int32", {"out_int32": True})]
+
+@pytest.mark.parametrize("name, kw", SEARCHES, ids=[s[0] for s in SEARCHES])
+def test_searchsorted_and_bucketize(name, kw):
+  for seq, probes in ((SEQ, PROBES), (SEQ2, PROBES), (SEQ, np.float32(0.5))):
+    want = torch.searchsorted(torch.tensor(seq), torch.tensor(probes), **kw)
+    got = Tensor(seq).searchsorted(Tensor(probes), **kw)
+    assert got.shape == tuple(want.shape) and got.dtype == dtypes.int32  # positions are int32 below 2**31 here (PyTorch's int64)
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+  shuffled = rng.permutation(SEQ)
+  order = np.argsort(shuffled, kind="stable")
+  np.testing.assert_array_equal(Tensor(shuffled).searchsorted(Tensor(PROBES), sorter=Tensor(order), **kw).numpy(),
+                                torch.searchsorted(torch.tensor(shuffled), torch.tensor(PROBES), sorter=torch.tensor(order), **kw).numpy())
+  right = kw.get("right", False) or kw.get("side") == "right"
+  np.testing.assert_array_equal(Tensor(PROBES).bucketize(Tensor(SEQ), right=right).numpy(),
+                                torch.bucketize(torch.tensor(PROBES), torch.tensor(SEQ), right=right).numpy())
+
+def test_torch_keywords_refuse_the_argument_twice():
+  with pytest.raises(TypeError, match="'axis' twice"): Tensor(A).sum(0, dim=1)
+  with pytest.raises(TypeError, match="'correction' twice"): Tensor(A).var(0, False, 1, unbiased=True)
+  with pytest.raises(TypeError, match="not both"): Tensor(A).max(0, dim=1)
+  assert Tensor(A).max(1).shape == (3,)  # tinygrad's axis: the values alone
+
 @pytest.mark.parametrize("name, ours, theirs, arrays", CASES, ids=[c[0] for c in CASES])
 def test_against_pytorch(name, ours, theirs, arrays):
   check(ours, theirs or ours, *arrays)
 
 def test_edge_values_of_atan2_hypot_sinc_signbit():
-  """Signed zeros, infinities and nan in every pairing: C's atan2 values (+-pi at (+-0, -0)), hypot(inf, nan) = inf."""
+  """Signed zeros, infinities and nan in every pairing: C's atan2 values (+-pi at (+-0, -0)), hypot(inf, nan) = inf,
+  nextafter's bits."""
   y, x = np.meshgrid(EDGES, EDGES)
   for name in ("atan2", "hypot", "fmax", "fmin", "xlogy"):
     ours, ref = getattr(Tensor(y), name)(Tensor(x)).numpy(), getattr(torch.tensor(y), name)(torch.tensor(x)).numpy()
     np.testing.assert_allclose(ours, ref, rtol=1e-6, err_msg=name)
     if name not in ("fmax", "fmin"):  # which zero fmax(-0.0, 0.0) returns IEEE leaves open (PyTorch: the first)
       assert (np.signbit(ours) == np.signbit(ref))[~np.isnan(ref)].all(), name
+  np.testing.assert_array_equal(Tensor(y).nextafter(Tensor(x)).numpy(), torch.tensor(y).nextafter(torch.tensor(x)).numpy())  # to the bit
+  for dt in (np.float16, np.float64):
+    with np.errstate(over="ignore"): yd, xd = y.astype(dt), x.astype(dt)  # 3e38 is inf in float16
+    np.testing.assert_array_equal(Tensor(yd).nextafter(Tensor(xd)).numpy(), np.nextafter(yd, xd))
   with_nan = np.array([math.nan, -math.nan, 0.0, -0.0, -3.0], np.float32)
   np.testing.assert_array_equal(Tensor(with_nan).signbit().numpy(), torch.tensor(with_nan).signbit().numpy())
   np.testing.assert_allclose(Tensor(EDGES).sinc().numpy(), torch.tensor(EDGES).sinc().numpy(), rtol=1e-6, atol=1e-7)  # sin(pi) is not 0

@@ -23,6 +23,7 @@ import numpy as np
 
 from tinyspec.dtype import DType, dtypes, position_dtype
 from tinyspec.tensor.movement import resolve_dim
+from tinyspec.tensor.reduce import ValuesIndices
 
 if TYPE_CHECKING:
   from tinyspec.tensor.tensor import Tensor
@@ -159,6 +160,57 @@ class SortMixin:
     values, indices = self.sort(d, descending=largest)
     window = tuple((0, k) if a == d else None for a in range(self.ndim))
     return (values.shrink(window), indices.shrink(window)) if self.ndim else (values, indices)
+
+  def kthvalue(self: Tensor, k: int, dim: int = -1, keepdim: bool = False) -> ValuesIndices:
+    """(values, indices) of the k-th smallest (k from 1) along `dim`, as torch.kthvalue; equal values count in their order
+    (PyTorch's index among equal values is whichever its selection ends on)."""
+    d = resolve_dim(dim, self.ndim)
+    n = self.shape[d] if self.ndim else 1
+    if not 1 <= k <= n: raise RuntimeError(f"kthvalue: k={k} is out of range for dimension {dim} of shape {self.shape}")
+    values, indices = self.sort(d)
+    if not self.ndim: return ValuesIndices(values, indices)
+    pick = tuple((k - 1, k) if a == d else None for a in range(self.ndim))
+    values, indices = values.shrink(pick), indices.shrink(pick)
+    return ValuesIndices(values, indices) if keepdim else ValuesIndices(values.squeeze(d), indices.squeeze(d))
+
+  def mode(self: Tensor, dim: int = -1, keepdim: bool = False) -> ValuesIndices:
+    """(values, indices) of the most frequent value along `dim`, the smallest of those equally frequent, and the last
+    index holding it, as torch.mode. An (n, n) comparison per row."""
+    if not self.ndim: return ValuesIndices(self, type(self).zeros((), dtype=position_dtype(1), device=self.device))
+    d = resolve_dim(dim, self.ndim)
+    if (n := self.shape[d]) == 0: raise IndexError(f"mode: cannot take the mode of an empty dim {dim} of shape {self.shape}")
+    x = self.transpose(d, -1)
+    counts = (x.unsqueeze(-1) == x.unsqueeze(-2)).cast(dtypes.int32).sum(-1, dtype=dtypes.int32)  # how often each one occurs
+    most = counts == counts.max(-1, keepdim=True)
+    value = most.where(x, x.dtype.max if dtypes.is_int(x.dtype) or x.dtype == dtypes.bool else math.inf).min(-1, keepdim=True)
+    at = type(self).arange(n, dtype=position_dtype(n), device=self.device)
+    index = (x == value).where(at, -1).max(-1, keepdim=True)  # the last position holding it
+    values, indices = x.gather(-1, index).transpose(d, -1), index.transpose(d, -1)  # gathered: the slope goes to that element
+    return ValuesIndices(values, indices) if keepdim else ValuesIndices(values.squeeze(d), indices.squeeze(d))
+
+  def searchsorted(self: Tensor, values: Tensor | float, right: bool = False, side: str | None = None, out_int32: bool = False,
+                   sorter: Tensor | None = None) -> Tensor:
+    """torch.searchsorted(self, values): for each value, how many elements of the ascending sequence `self` (its last axis;
+    the axes before it pair with values' own) come before it: those < value, or <= with right (or side="right").
+    `sorter` sorts an unsorted self. A value of nan comes after everything; a sequence holding nan has no defined answer.
+    An (m, n) comparison per row."""
+    if side is not None:
+      if side not in ("left", "right"): raise ValueError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
+      if right and side == "left": raise RuntimeError("searchsorted: right=True and side='left' contradict each other")
+      right = side == "right"
+    seq = self if sorter is None else self.gather(-1, sorter)
+    v = values if isinstance(values, type(self)) else type(self)(values, device=self.device)
+    if seq.ndim > 1 and seq.shape[:-1] != v.shape[:-1]:
+      raise RuntimeError(f"searchsorted: the leading dimensions of the sequence {seq.shape} and of the values {v.shape} must match")
+    s = seq.reshape(*seq.shape[:-1], *((1,) * (v.ndim - max(seq.ndim - 1, 0))), seq.shape[-1]) if seq.ndim > 1 else seq
+    before = (v.unsqueeze(-1) < s) if right else (v.unsqueeze(-1) <= s)  # negated: a nan value comes after every element
+    return (~before).cast(dtypes.int32).sum(-1, dtype=dtypes.int32).cast(dtypes.int32 if out_int32 else position_dtype(seq.shape[-1] + 1))
+
+  def bucketize(self: Tensor, boundaries: Tensor, right: bool = False, out_int32: bool = False) -> Tensor:
+    """torch.bucketize: the index of each element's bucket among the ascending 1-d `boundaries`: how many boundaries are
+    < it (<= with right)."""
+    if boundaries.ndim != 1: raise RuntimeError(f"bucketize: boundaries must be 1-d, got shape {boundaries.shape}")
+    return boundaries.searchsorted(self, right=right, out_int32=out_int32)
 
   def unique(self: Tensor, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False,
              dim: int | None = None) -> Tensor | tuple[Tensor, ...]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -20,6 +20,12 @@ if TYPE_CHECKING:
 
 # sin(z) / z = sum (-1)^k z^2k / (2k + 1)! in z^2: for |z| < 1 the terms from k = 9 on add less than 1e-17
 _SINC_TAYLOR = tuple((-1) ** k / math.factorial(2 * k + 1) for k in range(9))
+
+
+class MinMax(NamedTuple):
+  """What aminmax returns, as PyTorch's: `lo, hi = x.aminmax()` or `x.aminmax().max`."""
+  min: Tensor
+  max: Tensor
 
 
 def _dims(dim: int | Sequence[int], ndim: int) -> tuple[int, ...]:
@@ -286,15 +292,7 @@ class TorchNamesMixin:
     """The lower median (element (n - 1) // 2 in sorted order), nan if there is a nan; with `dim`, (values, indices) as
     torch.median(x, dim). Without `dim` the gradient is shared evenly by the elements equal to the median (by the nans, for
     a nan median), as PyTorch's; with it, the element picked has slope 1."""
-    if dim is None:
-      if self.numel() == 0:  # PyTorch's nan, kept in the graph (an empty gradient); an integer has no nan to give
-        if not dtypes.is_float(self.dtype): raise IndexError(f"median: an empty {self.dtype.name} tensor {self.shape} has no median")
-        return self.sum() + math.nan
-      m = self.flatten().median(0)[0]
-      if not self.requires_grad or not dtypes.is_float(self.dtype): return m
-      ties = (self == m.detach()) | (self.isnan() & m.detach().isnan())  # a nan median: every nan shares its slope
-      share = ties.where(self, 0.0).sum() / ties.sum().maximum(1).cast(self.dtype)  # the median itself, each tie's slope 1/count
-      return m.isinf().where(share, m.detach() + (share - share.detach()))  # an infinite share minus itself is nan
+    if dim is None: return self._whole_median("median")
     d = resolve_dim(dim, self.ndim)
     if self.ndim and self.shape[d] == 0: raise IndexError(f"median: cannot take the median of an empty dim {dim} of shape {self.shape}")
     values, indices = self.sort(d)
@@ -306,6 +304,38 @@ class TorchNamesMixin:
       has_nan = nan.any(d, keepdim=True)
       v, i = has_nan.where(self.gather(d, first_nan), v), has_nan.where(first_nan, i)  # that nan itself: its slope is 1
     return (v, i) if keepdim or not self.ndim else (v.squeeze(d), i.squeeze(d))
+
+  def nanmedian(self: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+    """median of the values that are not nan (nan where all are), as torch.nanmedian: with `dim`, (values, indices), the
+    index of the first nan where a row is all nan (PyTorch's is some nan's, which one its selection decides); without,
+    the gradient shared as median's."""
+    if dim is None: return self._whole_median("nanmedian")
+    d = resolve_dim(dim, self.ndim)
+    if self.ndim and self.shape[d] == 0: raise IndexError(f"nanmedian: cannot take the median of an empty dim {dim} of shape {self.shape}")
+    if not dtypes.is_float(self.dtype) or not self.ndim: return self.median(dim, keepdim)
+    values, indices = self.sort(d)  # nan last, in order
+    numbers = (~self.isnan()).cast(dtypes.int32).sum(d, keepdim=True, dtype=dtypes.int32)
+    k = ((numbers - 1) // 2).maximum(0).cast(indices.dtype)  # the lower median among the numbers; 0 (the first nan) if none
+    v, i = values.gather(d, k), indices.gather(d, k)
+    return (v, i) if keepdim else (v.squeeze(d), i.squeeze(d))
+
+  def _whole_median(self: Tensor, name: str) -> Tensor:
+    """median() or nanmedian() over all elements: the value from the dim=0 form of the flattened tensor, its slope shared
+    evenly by the elements equal to it (by the nans, for a nan result), as PyTorch's."""
+    if self.numel() == 0:  # PyTorch's nan, kept in the graph (an empty gradient); an integer has no nan to give
+      if not dtypes.is_float(self.dtype): raise IndexError(f"{name}: an empty {self.dtype.name} tensor {self.shape} has no median")
+      return self.sum() + math.nan
+    m = getattr(self.flatten(), name)(0)[0]
+    if not self.requires_grad or not dtypes.is_float(self.dtype): return m
+    ties = (self == m.detach()) | (self.isnan() & m.detach().isnan())  # a nan median: every nan shares its slope
+    share = ties.where(self, 0.0).sum() / ties.sum().maximum(1).cast(self.dtype)  # the median itself, each tie's slope 1/count
+    return m.isinf().where(share, m.detach() + (share - share.detach()))  # an infinite share minus itself is nan
+
+  def aminmax(self: Tensor, dim: int | None = None, keepdim: bool = False) -> MinMax:
+    """(min, max) over `dim` (all elements when None), as torch.aminmax; equal extremes share the slope, as amin's and
+    amax's (a tuple of axes asks min and max for that, where one int axis gives it all to the first)."""
+    axes = None if dim is None else (resolve_dim(dim, self.ndim),)
+    return MinMax(self.min(axes, keepdim), self.max(axes, keepdim))
 
   def quantile(self: Tensor, q: float | Sequence[float] | Tensor, dim: int | None = None, keepdim: bool = False,
                interpolation: str = "linear") -> Tensor:
@@ -445,6 +475,26 @@ class TorchNamesMixin:
   def deg2rad(self: Tensor) -> Tensor: return self._float() * (math.pi / 180)
   def rad2deg(self: Tensor) -> Tensor: return self._float() * (180 / math.pi)
   def frac(self: Tensor) -> Tensor: return self - self.trunc()
+  def nextafter(self: Tensor, other: Tensor | Scalar) -> Tensor:
+    """The next float after x toward y, as torch.nextafter (y where x == y, nan where either is): x's bits one step from
+    or toward zero; from 0 the smallest subnormal with y's sign. The slope in x is 1, and 0 where x == y, as PyTorch's
+    (also 0 at an infinite or nan x, where PyTorch's is 1); in y 0."""
+    x, y = _float_operands(self, other)
+    xd, yd = x.detach(), y.detach()
+    ints = {2: dtypes.int16, 4: dtypes.int32, 8: dtypes.int64}[x.dtype.itemsize]
+    bits = xd.bitcast(ints)
+    stepped = ((yd > xd) == (xd > 0)).where(bits + 1, bits - 1)  # away from zero is one more in the magnitude bits
+    tiny = (yd > 0).where(1, ints.min + 1).cast(ints)  # the bits of +-the smallest subnormal
+    out = (xd == 0).where(tiny, stepped).bitcast(x.dtype)
+    out = (xd.isnan() | yd.isnan()).where(math.nan, (xd == yd).where(yd, out))
+    return (xd.isinf() | (xd == yd) | out.isnan()).where(out, x + (out - xd).detach())  # out - x is one ulp: exact
+  def take(self: Tensor, index: Tensor) -> Tensor:
+    """The elements at `index` into the flattened tensor (negative counts from the end), shaped as index, as torch.take. An
+    index out of range gives 0, as gather's."""
+    if not dtypes.is_int(index.dtype): raise RuntimeError(f"take: index must be an integer tensor, got {index.dtype}")
+    n = self.numel()
+    flat = (index < 0).where(index + n, index).flatten()
+    return self.flatten().gather(0, flat).reshape(index.shape)
   def signbit(self: Tensor) -> Tensor:
     """Whether the sign bit is set: true for -0.0 and negative nan too."""
     if dtypes.is_float(self.dtype): return self.bitcast(next(d for d in SINTS if d.itemsize == self.dtype.itemsize)) < 0
