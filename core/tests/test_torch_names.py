@@ -102,6 +102,7 @@ ints64 = lambda x, values: ints(x, values) if isinstance(x, Tensor) else torch.t
 CASES += [
   ("kthvalue", same("kthvalue", 2, 1), None, (A,)), ("kthvalue_keep", same("kthvalue", 2, 0, True), None, (T3,)),
   ("mode", same("mode"), None, (REPEATS,)), ("mode_dim0_keep", same("mode", 0, True), None, (np.round(T3),)),
+  ("mode_ints", same("mode"), None, (REPEATS.astype(np.int32),)),
   ("nanmedian_dim", same("nanmedian", 1), None, (NANS,)), ("nanmedian_keep", same("nanmedian", 0, True), None, (NANS,)),
   ("nanmedian_all", same("nanmedian"), None, (NANS,)), ("nanmedian_no_nan", same("nanmedian", 1), None, (A,)),
   ("aminmax", same("aminmax"), None, (A,)), ("aminmax_dim", same("aminmax", dim=1, keepdim=True), None, (np.round(A),)),

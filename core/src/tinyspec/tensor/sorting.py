@@ -175,16 +175,21 @@ class SortMixin:
 
   def mode(self: Tensor, dim: int = -1, keepdim: bool = False) -> ValuesIndices:
     """(values, indices) of the most frequent value along `dim`, the smallest of those equally frequent, and the last
-    index holding it, as torch.mode. An (n, n) comparison per row."""
+    index holding it, as torch.mode. The nans count as one value, after every number (PyTorch's picks among rows with nan
+    follow its sort's handling of nan, which this does not copy). An (n, n) comparison per row."""
     if not self.ndim: return ValuesIndices(self, type(self).zeros((), dtype=position_dtype(1), device=self.device))
     d = resolve_dim(dim, self.ndim)
     if (n := self.shape[d]) == 0: raise IndexError(f"mode: cannot take the mode of an empty dim {dim} of shape {self.shape}")
     x = self.transpose(d, -1)
-    counts = (x.unsqueeze(-1) == x.unsqueeze(-2)).cast(dtypes.int32).sum(-1, dtype=dtypes.int32)  # how often each one occurs
+    def same(a: Tensor, b: Tensor) -> Tensor: return (a == b) | (a.isnan() & b.isnan()) if dtypes.is_float(x.dtype) else a == b
+    counts = same(x.unsqueeze(-1), x.unsqueeze(-2)).cast(dtypes.int32).sum(-1, dtype=dtypes.int32)  # how often each one occurs
     most = counts == counts.max(-1, keepdim=True)
-    value = most.where(x, x.dtype.max if dtypes.is_int(x.dtype) or x.dtype == dtypes.bool else math.inf).min(-1, keepdim=True)
+    if dtypes.is_float(x.dtype):
+      numbers = most & ~x.isnan()
+      value = numbers.any(-1, keepdim=True).where(numbers.where(x, math.inf).min(-1, keepdim=True), math.nan)
+    else: value = most.where(x, x.dtype.max).min(-1, keepdim=True)
     at = type(self).arange(n, dtype=position_dtype(n), device=self.device)
-    index = (x == value).where(at, -1).max(-1, keepdim=True)  # the last position holding it
+    index = same(x, value).where(at, -1).max(-1, keepdim=True)  # the last position holding it
     values, indices = x.gather(-1, index).transpose(d, -1), index.transpose(d, -1)  # gathered: the slope goes to that element
     return ValuesIndices(values, indices) if keepdim else ValuesIndices(values.squeeze(d), indices.squeeze(d))
 

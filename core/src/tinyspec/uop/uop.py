@@ -87,7 +87,9 @@ class UOp:
       if (first := kept()) is not None:
         del ref
         return first
-      _live[key] = ref  # a dead entry its callback has not yet removed
+      # a dead entry whose callback has not run yet (gc clears a batch's weakrefs before it calls their callbacks): when that
+      # callback runs it removes this entry too, and u lives on unregistered, a rare gap in which a duplicate can be built
+      _live[key] = ref
     return u
   def __setattr__(self, name, value): raise AttributeError(f"UOp is immutable; use .replace({name}=...)")
   def __reduce__(self): return UOp, (self.op, self.src, self.arg, self.tag)
