@@ -87,7 +87,8 @@ CASES += [
   *[(f"{n}_dims_keep", same(n, dim=(0, 2), keepdim=True), None, (T3,)) for n in ("sum", "mean", "var", "std")],
   *[(f"{n}_dim", same(n, dim=-1), None, (T3,)) for n in ("max", "min", "cummax", "cummin")],
   *[(f"{n}_dim", same(n, dim=-1), lambda x, n=n: getattr(torch, n)(x, dim=-1), (T3,)) for n in ("var_mean", "std_mean")],
-  ("max_dim_keep", same("max", dim=0, keepdim=True), None, (A,)), ("min_dim_ties", same("min", dim=1), None, (np.round(A).astype(np.float32),)),
+  ("max_dim_keep", same("max", dim=0, keepdim=True), None, (A,)), ("max_other", same("max"), None, (A, B)), ("min_other", same("min"), None, (A, B)),
+  ("min_dim_ties", same("min", dim=1), None, (np.round(A).astype(np.float32),)),
   ("var_unbiased", same("var", 1, unbiased=False), None, (A,)), ("std_unbiased", same("std", dim=0, unbiased=False, keepdim=True), None, (A,)),
   ("std_mean_unbiased", same("std_mean", dim=1, unbiased=False), lambda x: torch.std_mean(x, dim=1, unbiased=False), (A,)),
   ("flip_dims", same("flip", dims=(0, 2)), None, (T3,)), ("permute_dims", same("permute", dims=(2, 0, 1)), None, (T3,)),
@@ -132,6 +133,7 @@ def test_torch_keywords_refuse_the_argument_twice():
   with pytest.raises(TypeError, match="'axis' twice"): Tensor(A).sum(0, dim=1)
   with pytest.raises(TypeError, match="'correction' twice"): Tensor(A).var(0, False, 1, unbiased=True)
   with pytest.raises(TypeError, match="not both"): Tensor(A).max(0, dim=1)
+  with pytest.raises(TypeError, match="one tensor"): Tensor(A).min(Tensor(B), 1)
   assert Tensor(A).max(1).shape == (3,)  # tinygrad's axis: the values alone
 
 @pytest.mark.parametrize("name, ours, theirs, arrays", CASES, ids=[c[0] for c in CASES])

@@ -26,16 +26,20 @@ class ValuesIndices(NamedTuple):
   indices: Tensor
 
 
-def dim_gives_indices(arg_method: str) -> Callable[[F], F]:
-  """For max and min: PyTorch's keyword `dim` (x.max(dim=1)) gives PyTorch's (values, indices), the indices from
-  `arg_method`; tinygrad's `axis` (x.max(1), x.max(axis=1)) gives the values alone."""
+def torch_max_forms(arg_method: str, pairwise: str) -> Callable[[F], F]:
+  """For max and min, PyTorch's two other forms beside tinygrad's x.max(axis) (the values): the keyword `dim`
+  (x.max(dim=1)) gives (values, indices), the indices from `arg_method`; a tensor (x.max(y)) is the elementwise
+  `pairwise` (maximum or minimum)."""
   def decorate(method: F) -> F:
     @functools.wraps(method)
-    def with_dim(self, *args, dim: int | None = None, **kwargs):
+    def with_forms(self, *args, dim: int | None = None, **kwargs):
+      if args and isinstance(args[0], type(self)):
+        if len(args) > 1 or kwargs or dim is not None: raise TypeError(f"{method.__name__}(other) takes one tensor and nothing else")
+        return getattr(self, pairwise)(args[0])
       if dim is None: return method(self, *args, **kwargs)
       if args or "axis" in kwargs: raise TypeError(f"{method.__name__}() takes axis (values) or PyTorch's dim (values, indices), not both")
       return ValuesIndices(method(self, dim, **kwargs), getattr(self, arg_method)(dim, **kwargs))
-    return with_dim  # type: ignore[return-value]
+    return with_forms  # type: ignore[return-value]
   return decorate
 
 def _acc(x: Tensor) -> Tensor:
@@ -64,7 +68,7 @@ class ReduceMixin:
     x = self._acc_dtype(dtype)
     if dtypes.is_float(x.dtype) and x.dtype.itemsize < 4: return x.float()._reduce(Ops.MUL, axis, keepdim).cast(x.dtype)
     return x._reduce(Ops.MUL, axis, keepdim)
-  @dim_gives_indices("argmin")
+  @torch_max_forms("argmin", "minimum")
   def min(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:
     """The smallest value over `axis`: -max(-x) for floats, ~max(~x) for ints and bool (~ reverses their order exactly)."""
     if any(self.shape[a] == 0 for a in self._axes(axis)): raise RuntimeError(f"min: cannot reduce an empty axis of shape {self.shape}")

@@ -46,7 +46,7 @@ from tinyspec.tensor.movement import (
 from tinyspec.tensor.nn import NNMixin
 from tinyspec.tensor.pointwise import PointwiseMixin
 from tinyspec.tensor.random import RandomMixin
-from tinyspec.tensor.reduce import ReduceMixin, dim_gives_indices
+from tinyspec.tensor.reduce import ReduceMixin, torch_max_forms
 from tinyspec.tensor.sorting import SortMixin
 from tinyspec.tensor.torch_names import TorchNamesMixin
 from tinyspec.uop.ops import GroupOp, Ops
@@ -782,9 +782,10 @@ class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, Lin
     x = self._acc_dtype(dtype)
     if dtypes.is_float(x.dtype) and x.dtype.itemsize < 4: return x.float()._reduce(Ops.ADD, axis, keepdim).cast(x.dtype)
     return x._reduce(Ops.ADD, axis, keepdim)
-  @dim_gives_indices("argmax")
+  @torch_max_forms("argmax", "maximum")
   def max(self, axis: int | tuple[int, ...] | None = None, keepdim: bool = False) -> Tensor:
-    """The largest value over `axis` (values only; no indices). Reducing an empty axis is an error. The gradient is PyTorch's:
+    """The largest value over `axis` (values only; dim= gives (values, indices), a tensor the elementwise maximum, as PyTorch's:
+    torch_max_forms). Reducing an empty axis is an error. The gradient is PyTorch's:
     over one axis given as an int (torch.max(x, dim)) it all goes to the first maximum, the one argmax picks; over all axes
     or a tuple of them (x.max(), torch.amax) the maxima share it. The first costs two more reductions (argmax's)."""
     if any(self.shape[a] == 0 for a in self._axes(axis)): raise RuntimeError(f"max: cannot reduce an empty axis of shape {self.shape}")
