@@ -1,6 +1,6 @@
 """Optimizers with PyTorch's update rules: SGD (momentum, dampening, Nesterov, L2 weight decay), Adam (L2 weight decay),
-AdamW (decoupled weight decay), RMSprop, Adagrad, Muon; tinygrad's LAMB and LARS; OptimizerGroup to step several as one; learning-rate schedules
-in `lr_scheduler`.
+AdamW (decoupled weight decay), RMSprop, Adagrad, Muon; tinygrad's LAMB and LARS; OptimizerGroup to step several as one;
+learning-rate schedules in `lr_scheduler`.
 
 A step is one lazy graph: every parameter's new value and every piece of optimizer state (momenta, moment estimates, the
 bias corrections) is built from the current buffers and the gradients and assigned into its buffer
