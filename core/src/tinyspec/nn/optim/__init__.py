@@ -75,11 +75,13 @@ class Optimizer:
     """A float32 buffer with one entry per parameter (a step count, a bias correction), realized now."""
     return Tensor(np.full(len(self.params), value, np.float32), device=self._lr.device).realize()
 
-  def _advance(self, per_param: Tensor, new: Tensor) -> Tensor:
-    """Write `new` into a per-parameter buffer where the parameter has a gradient this step, as PyTorch counts a
-    parameter's steps; when every one has (the usual step) the graph stays the same from step to step."""
+  def _advance(self, *updates: tuple[Tensor, Tensor]) -> list[Tensor]:
+    """Write each (per-parameter buffer, new value) pair's value where the parameter has a gradient this step, as PyTorch
+    counts a parameter's steps: one mask for all of them, and none when every parameter has one (the usual step), so its
+    graph stays the same from step to step."""
     stepped = [p.grad is not None for p in self.params]
-    return _set(per_param, new if all(stepped) else Tensor(np.array(stepped), device=self._lr.device).where(new, per_param))
+    mask = None if all(stepped) else Tensor(np.array(stepped), device=self._lr.device)
+    return [_set(buf, new if mask is None else mask.where(new, buf)) for buf, new in updates]
 
   def zero_grad(self) -> None:
     """Forget the gradients (each parameter's grad becomes None), so the next backward does not add to them."""
@@ -127,7 +129,7 @@ class SGD(Optimizer):
     self.steps = self._per_parameter() if momentum and dampening else None
 
   def _step_state(self) -> list[Tensor]:
-    return [] if self.steps is None else [self._advance(self.steps, self.steps + 1)]
+    return [] if self.steps is None else self._advance((self.steps, self.steps + 1))
 
   def _update(self, i: int, p: Tensor, g: Tensor) -> list[Tensor]:
     if self.weight_decay: g = g + self.weight_decay * p
@@ -157,7 +159,7 @@ class Adam(Optimizer):
     self.correction1, self.correction2 = self._per_parameter(), self._per_parameter()
 
   def _step_state(self) -> list[Tensor]:
-    return [self._advance(c, (1 - b) + b * c) for c, b in ((self.correction1, self.b1), (self.correction2, self.b2))]
+    return self._advance(*((c, (1 - b) + b * c) for c, b in ((self.correction1, self.b1), (self.correction2, self.b2))))
 
   def _moments(self, i: int, p: Tensor, g: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """Parameter i's moving averages m and v advanced by gradient g (written in place), and its 1 - b1^t, 1 - b2^t on p's
@@ -241,7 +243,7 @@ class Adagrad(Optimizer):
     if initial_accumulator_value: _realize([_set(s, s + initial_accumulator_value) for s in self.sum])
     self.steps = self._per_parameter()
 
-  def _step_state(self) -> list[Tensor]: return [self._advance(self.steps, self.steps + 1)]
+  def _step_state(self) -> list[Tensor]: return self._advance((self.steps, self.steps + 1))
 
   def _update(self, i: int, p: Tensor, g: Tensor) -> list[Tensor]:
     if self.weight_decay: g = g + self.weight_decay * p
