@@ -1,7 +1,7 @@
 """Tensor: a lazy n-dimensional array. Its value is `uop`, a tensor graph of seed 001's ops; `realize()` computes it into a
 BUFFER on the tensor's device. Nothing runs before that: every op below only builds UOps.
 
-Making Tensors from UOps (the mixins in reduce.py, nn.py, random.py and movement.py must not import this module):
+Making Tensors from UOps (the mixins in reduce.py, nn.py, random.py, movement.py and indexing.py must not import this module):
   Tensor._from_uop(uop, device=None)  wraps a tensor-graph UOp as it is, no copy. A graph of constants only has no device
                                       (CONST carries none), so the Tensor keeps `device` for it (default Device.DEFAULT).
   t._new(uop)                         the same with t's device as that fallback: what every op on t uses.
@@ -31,6 +31,7 @@ from tinyspec.engine import multi
 from tinyspec.engine import realize as engine
 from tinyspec.engine import transcendental as T
 from tinyspec.gradient import compute_gradient, grad_path
+from tinyspec.tensor.indexing import IndexingMixin
 from tinyspec.tensor.linalg import LinalgMixin
 from tinyspec.tensor.losses import LossMixin
 from tinyspec.tensor.movement import (
@@ -148,7 +149,7 @@ def _moved(uop: UOp, device: str | tuple[str, ...]) -> UOp:
   return multi.replicate(uop, device) if isinstance(device, tuple) else UOp(Ops.COPY, (uop,), device)
 
 
-class Tensor(MovementMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, LinalgMixin, LossMixin, RandomMixin, TorchNamesMixin):
+class Tensor(MovementMixin, IndexingMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, LinalgMixin, LossMixin, RandomMixin, TorchNamesMixin):
   """A lazy n-dimensional array on a device. `Tensor(data, device=None, dtype=None)` takes a Python number, nested
   lists, a numpy array (its dtype kept), another Tensor or a UOp."""
   __hash__ = object.__hash__  # == is elementwise, so a Tensor hashes by identity
