@@ -1,9 +1,9 @@
 """A KV-cache decoding loop over a growing length, with symbolic shapes: one compile for every length.
 
-Each step appends one key and value to fixed-size caches (an assign into a slice at the step's position) and attends over
-the first `pos + 1` rows. The length is a bound variable, `UOp.variable("pos", 0, MAX_LEN - 1).bind(k)`, so the kernels are
-compiled once for the whole range and TinyJit replays them with the new value on each step. The result of every step is
-checked against numpy.
+Each step appends one key and value to fixed-size caches (`keys[pos:pos + 1] = x @ Wk`, written in place into the cache's
+buffer) and attends over the first `pos + 1` rows. The length is a bound variable, `UOp.variable("pos", 0, MAX_LEN - 1).bind(k)`,
+so the kernels are compiled once for the whole range and TinyJit replays them with the new value on each step. The result
+of every step is checked against numpy.
 
     python examples/kv_cache.py [--steps 48] [--device CPU]
 """
@@ -35,8 +35,8 @@ def main(argv: list[str] | None = None) -> int:
   @TinyJit
   def step(x: Tensor, pos: UOp) -> Tensor:
     """Append x's key and value at row `pos`, then attend from x's query over rows 0..pos."""
-    keys[pos:pos + 1].assign(x @ Wk)
-    values[pos:pos + 1].assign(x @ Wv)
+    keys[pos:pos + 1] = x @ Wk
+    values[pos:pos + 1] = x @ Wv
     k, v = keys[:pos + 1], values[:pos + 1]
     return ((x @ Wq) @ k.T / DIM ** 0.5).softmax(-1) @ v
 

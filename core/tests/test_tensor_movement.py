@@ -250,6 +250,41 @@ def test_bool_mask_indexing():
   check(t[..., Tensor(np.array([True, False, True, False]))], N[..., [True, False, True, False]])
   with pytest.raises(IndexError, match="does not match"): t[Tensor([True, False, True])]
 
+@pytest.mark.parametrize("idx", [
+  1, (0, slice(1, 3)), (Ellipsis, slice(None, None, -2)), (slice(None), slice(2, 0, -1), slice(None, None, 3)), (None, 1, 2),
+  [1, 0], (0, [2, 0], 1), ([1, 0], slice(None), [3, 3]), N > 0, N[:, 0, 0] > 0, (slice(None), N[0, :, 0] > -4),
+])
+@pytest.mark.parametrize("realized", [False, True], ids=["lazy", "realized"])
+def test_setitem(idx, realized):
+  for value in (np.float32(-1), np.arange(np.zeros(N.shape)[idx].size, dtype=np.float32).reshape(N[idx].shape) + 100):
+    want, t = N.copy(), Tensor(N).realize() if realized else Tensor(N)
+    want[idx] = value
+    t[Tensor(idx) if isinstance(idx, np.ndarray) else idx] = value if value.ndim == 0 else Tensor(value)
+    check(t, want)
+
+def test_setitem_writes_the_buffer():
+  """On a realized tensor the write lands in the buffer: other tensors viewing it see it, and a slice of it writes there."""
+  t = Tensor(N).realize()
+  flat = t.reshape(24)
+  t[0, 1] = 0.0
+  row = t[1]
+  row[2, ::2] = Tensor([5.0, 6.0])
+  want = N.copy(); want[0, 1] = 0; want[1, 2, ::2] = [5, 6]
+  check(t, want)
+  check(flat, want.reshape(24))
+  m = Tensor(N) > 0
+  t[m] = 1.0  # a whole-shape mask with one value: a WHERE, the mask never read back
+  assert m.uop.op is not Ops.BUFFER
+  want[N > 0] = 1
+  check(t, want)
+
+def test_setitem_errors_change_nothing():
+  t = Tensor(N).realize()
+  with pytest.raises(ValueError, match=r"value of shape \(3,\) does not broadcast to the indexed shape \(4,\)"): t[0, 0] = Tensor([1.0, 2.0, 3.0])
+  with pytest.raises(IndexError, match="out of bounds"): t[5] = 1.0
+  with pytest.raises(ValueError, match="repeats or pads"): Tensor(N).realize().expand(2, 2, 3, 4)[0, 0] = 1.0
+  check(t, N)
+
 def test_indexing_errors():
   t = Tensor(N)
   with pytest.raises(IndexError, match="index 2 is out of bounds for dimension 0 with size 2"): t[2]

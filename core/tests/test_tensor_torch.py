@@ -554,6 +554,36 @@ def test_indexing_random():
     try: check(x[ts], want)
     except AssertionError as e: raise AssertionError(f"x[{ts}]: {e}") from None
 
+@pytest.mark.parametrize("realized", [False, True], ids=["lazy", "realized"])
+def test_setitem_random(realized):
+  """x[idx] = v for random index expressions, v one value per indexed element (repeated places: the last write wins, as
+  torch's CPU index_put_), against torch's setitem; realized, the write lands in the buffer."""
+  a = data("int32", SHAPE, lo=-100, hi=100)
+  rs = np.random.default_rng(2)
+  for _ in range(40):
+    ts, th = random_index(rs)
+    r = tt(a)
+    try: shape = r[th].shape
+    except Exception: continue
+    v = rs.integers(100, 200, size=shape).astype(np.int32)
+    r[th] = tt(v)
+    x = Tensor(a).realize() if realized else Tensor(a)
+    x[ts] = Tensor(v)
+    try: check(x, r)
+    except AssertionError as e: raise AssertionError(f"x[{ts}] = v: {e}") from None
+
+def test_setitem_gradients():
+  """Writes into an unrealized tensor keep both gradients: to the old values left in place and to the written value."""
+  a, b = randn(4, 5), randn(5)
+  x, v, rx, rv = Tensor(a, requires_grad=True), Tensor(b, requires_grad=True), tt(a).requires_grad_(), tt(b).requires_grad_()
+  y, ry = x * 2, rx * 2
+  y[1], ry[1] = v * 3, rv * 3
+  y[:, ::2], ry[:, ::2] = y[:, ::2] * 5, ry[:, ::2] * 5
+  y[[0, 3], [4, 1]], ry[[0, 3], [4, 1]] = v[:2], rv[:2]
+  y[y > 1], ry[ry > 1] = 0.5, 0.5
+  (y * y).sum().backward(); (ry * ry).sum().backward()
+  check(y, ry); check(x.grad, rx.grad); check(v.grad, rv.grad)
+
 @pytest.mark.parametrize("case", ["index", "reduce"])
 def test_empty_advanced_index_result(case):
   """An advanced index whose result is empty, and the core of its graph: a reduce over an expand to a size-0 axis, permuted."""

@@ -3,18 +3,29 @@ selected with WHERE and summed away (seed 001's gather), so no INDEX appears in 
 that a bool mask index is turned into positions (its result's shape depends on its values)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from tinyspec.dtype import dtypes
-from tinyspec.tensor.movement import _INT, _sint, broadcast_shape, resolve_dim, simplified
+from tinyspec.dtype import dtypes, position_dtype
+from tinyspec.tensor.movement import _INT, ShapeError, _sint, broadcast_shape, movement_base, resolve_dim, simplified
 from tinyspec.uop.ops import Ops
 from tinyspec.uop.properties import sint_is
 from tinyspec.uop.uop import UOp
 
 if TYPE_CHECKING:
   from tinyspec.tensor.tensor import Tensor
+
+
+class IndexPlan(NamedTuple):
+  """An index parsed against a shape: the axes to flip, then each axis' (start, stop) to shrink to, then the axes to
+  take every step-th element of ({axis: (count, step)}), then the result's shape (None adds its 1s, ints drop their
+  axes), then the advanced indices as (position in that shape, index Tensor) pairs, gathered last."""
+  flips: list[int]
+  bounds: list[tuple[Any, Any]]
+  strides: dict[int, tuple[int, int]]
+  shape: tuple
+  advanced: list[tuple[int, Tensor]]
 
 
 class IndexingMixin:
@@ -61,11 +72,8 @@ class IndexingMixin:
       out = out.permute(list(range(nb, nb + dims[0])) + list(range(nb)) + list(range(nb + dims[0], out.ndim)))
     return out
 
-  def __getitem__(self: Tensor, indices: Any) -> Tensor:
-    """Indexing as PyTorch: ints (negative from the end), slices with any step, None, Ellipsis, and integer index tensors or
-    lists (advanced indexing, a one-hot gather), or bool masks (realized into positions). Ints select before advanced
-    indexing, as PyTorch does (numpy counts them as advanced indices when deciding where the index dims go).
-    Out-of-range ints and lists raise IndexError; out-of-range values in an index Tensor give 0."""
+  def _index_plan(self: Tensor, indices: Any) -> IndexPlan:
+    """What an index does to this tensor's shape (see IndexPlan), checked: out-of-range ints and lists raise IndexError."""
     parsed: list[Any] = []
     for e in (indices if isinstance(indices, tuple) else (indices,)):
       if isinstance(e, (list, tuple, np.ndarray)): e = np.asarray(e)
@@ -110,15 +118,77 @@ class IndexingMixin:
         adv.append((len(out_shape), self._index_tensor(e, d))); out_shape.append(size); bounds.append((0, size))
       else: raise IndexError(f"only integers, slices, None, Ellipsis, lists and integer or bool tensors are valid indices, got {e!r}")
       d += 1
-    x = self.flip(flips) if flips else self
-    x = x.shrink(bounds)
-    for ax, (n, step) in strides.items():  # every step-th element: pad to n*step, view as (n, step), keep column 0
+    return IndexPlan(flips, bounds, strides, tuple(out_shape), adv)
+
+  def _indexed(self: Tensor, plan: IndexPlan) -> Tensor:
+    """The view (and, with advanced indices, the gather) that `plan` describes."""
+    x = self.flip(plan.flips) if plan.flips else self
+    x = x.shrink(plan.bounds)
+    for ax, (n, step) in plan.strides.items():  # every step-th element: pad to n*step, view as (n, step), keep column 0
       sh = x.shape
       x = x.pad(tuple((0, n * step - sh[ax]) if i == ax else None for i in range(x.ndim)))
       x = x.reshape(sh[:ax] + (n, step) + sh[ax + 1:]).shrink(tuple((0, 1) if i == ax + 1 else None for i in range(x.ndim + 1)))
       x = x.reshape(sh[:ax] + (n,) + sh[ax + 1:])
-    x = x.reshape(tuple(out_shape))
-    return x._take([p for p, _ in adv], [t for _, t in adv]) if adv else x
+    x = x.reshape(plan.shape)
+    return x._take([p for p, _ in plan.advanced], [t for _, t in plan.advanced]) if plan.advanced else x
+
+  def _placed_back(self: Tensor, plan: IndexPlan, shape: tuple, fill: Any) -> Tensor:
+    """The inverse of a plan without advanced indices: self, shaped as its result, put back where the index took it from
+    in a tensor of the indexed `shape`, `fill` elsewhere (pads undo the shrink and the strides, a flip the flip)."""
+    x = self.reshape(tuple(plan.strides[d][0] if d in plan.strides else simplified(hi - lo) for d, (lo, hi) in enumerate(plan.bounds)))
+    for ax, (n, step) in plan.strides.items():  # n values become every step-th of (n - 1) * step + 1
+      sh = x.shape
+      x = x.reshape(sh[:ax] + (n, 1) + sh[ax + 1:]).pad(tuple((0, step - 1) if i == ax + 1 else None for i in range(x.ndim + 1)), value=fill)
+      x = x.reshape(sh[:ax] + (n * step,) + sh[ax + 1:]).shrink(tuple((0, (n - 1) * step + 1) if i == ax else None for i in range(len(sh))))
+    x = x.pad(tuple((lo, simplified(size - hi)) for (lo, hi), size in zip(plan.bounds, shape)), value=fill)
+    return x.flip(plan.flips) if plan.flips else x
+
+  def __getitem__(self: Tensor, indices: Any) -> Tensor:
+    """Indexing as PyTorch: ints (negative from the end), slices with any step, None, Ellipsis, and integer index tensors or
+    lists (advanced indexing, a one-hot gather), or bool masks (realized into positions). Ints select before advanced
+    indexing, as PyTorch does (numpy counts them as advanced indices when deciding where the index dims go).
+    Out-of-range ints and lists raise IndexError; out-of-range values in an index Tensor give 0."""
+    return self._indexed(self._index_plan(indices))
+
+  def __setitem__(self: Tensor, indices: Any, value: Any) -> None:
+    """x[indices] = value, as PyTorch: value (a Tensor, a number or array data), broadcast to x[indices]'s shape and cast
+    to x's dtype, is written where the index points; where advanced indices name a place twice, the last write wins.
+    On a realized tensor, or a view of one, the write lands in its buffer (as assign) and every tensor sharing the buffer
+    sees it; a slice of one is written now, in place. An unrealized tensor instead takes the updated value as its graph,
+    with gradients to its old value and to value; other views of the graph it came from keep the old values (PyTorch's
+    views would see the write)."""
+    T = type(self)
+    value = (value if isinstance(value, T) else T(value, device=self.device, dtype=self.dtype)).to(self.device).cast(self.dtype)
+    if self.uop.op is Ops.AFTER: self.realize()  # a pending write lands first
+    base, moves = movement_base(self.uop)
+    updated = self._written(indices, value, in_buffer=base.op is Ops.BUFFER and not moves & {Ops.EXPAND, Ops.PAD})
+    if updated is None: return  # written in place already
+    if base.op is Ops.BUFFER: self.assign(updated)
+    else: self.replace(updated)
+
+  def _written(self: Tensor, indices: Any, value: Tensor, in_buffer: bool) -> Tensor | None:
+    """This tensor with value written at indices, or None where it was written straight into the buffer (in_buffer: this
+    tensor views a buffer's memory one to one, and the index is a plain region of it)."""
+    T = type(self)
+    def fitted(shape: tuple) -> Tensor:
+      v = value
+      while v.ndim > len(shape) and v.shape[0] == 1: v = v.reshape(v.shape[1:])  # PyTorch drops leading 1s
+      try: return v._broadcast_to(shape)
+      except (ValueError, RuntimeError):
+        raise ShapeError(f"setitem: a value of shape {value.shape} does not broadcast to the indexed shape {shape}") from None
+    lone = indices if isinstance(indices, (IndexingMixin, np.ndarray)) else None
+    if lone is not None and lone.dtype in (dtypes.bool, np.bool_) and lone.shape == self.shape[:lone.ndim] and value.ndim <= self.ndim - lone.ndim:
+      mask = lone if isinstance(lone, T) else T(lone, device=self.device)  # x[mask] = v, v the same for every row: a WHERE, nothing realized
+      return mask.reshape(mask.shape + (1,) * (self.ndim - mask.ndim)).where(fitted(self.shape[mask.ndim:]), self)
+    plan = self._index_plan(indices)
+    if plan.advanced:  # each written place's position in the flat tensor, scattered to
+      places = T.arange(self.numel(), dtype=position_dtype(self.numel()), device=self.device).reshape(self.shape)._indexed(plan)
+      return self.flatten().scatter(0, places.flatten(), fitted(places.shape).flatten()).reshape(self.shape)
+    if in_buffer and not plan.strides:
+      self._indexed(plan).assign(fitted(plan.shape))  # a region of a buffer: written now, in place
+      return None
+    written = T.full(plan.shape, True, dtype=dtypes.bool, device=self.device)._placed_back(plan, self.shape, False)
+    return written.where(fitted(plan.shape)._placed_back(plan, self.shape, 0), self)  # value put back where the index took it from
 
   def gather(self: Tensor, dim: int, index: Tensor) -> Tensor:
     """out[i][j][k] = self[i][index[i][j][k]][k] for dim=1 (PyTorch's gather): index has self's ndim and no larger size

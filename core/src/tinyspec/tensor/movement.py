@@ -108,6 +108,13 @@ def shape_arg(*args: Any) -> tuple:
     raise ValueError(f"shape {shape} has {n} elements: past 2**63, more than any device can address")
   return shape
 
+def movement_base(u: UOp) -> tuple[UOp, set[Ops]]:
+  """The node under a chain of movement ops (a BUFFER when it views realized memory) and which movement ops there were."""
+  moves: set[Ops] = set()
+  while u.op in (Ops.RESHAPE, Ops.EXPAND, Ops.PERMUTE, Ops.SHRINK, Ops.FLIP, Ops.PAD): moves.add(u.op); u = u.src[0]
+  return u, moves
+
+
 def check_bytes(shape: tuple[int, ...], itemsize: int, what: str) -> None:
   """Refuse a tensor whose bytes no device can address (2**63 or more), naming the shape and the bytes."""
   if (nbytes := math.prod(sint_max(s) for s in shape) * itemsize) >= 2 ** 63:

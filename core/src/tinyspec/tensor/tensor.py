@@ -39,6 +39,7 @@ from tinyspec.tensor.movement import (
   broadcast_const,
   broadcast_shape,
   check_bytes,
+  movement_base,
   no_negative_sizes,
   resolve_dim,
   shape_arg,
@@ -390,8 +391,7 @@ class Tensor(MovementMixin, IndexingMixin, ReduceMixin, SortMixin, PointwiseMixi
     if isinstance(self.device, tuple): self.uop = value; return self  # shards are replaced
     if any(sint_is(s, 0) for s in self.shape): return self  # no element: nothing to write
     if self.uop.op is Ops.AFTER: self.realize()  # an assign still pending lands first
-    base, moves = self.uop, set()
-    while base.op in (Ops.RESHAPE, Ops.EXPAND, Ops.PERMUTE, Ops.SHRINK, Ops.FLIP, Ops.PAD): moves.add(base.op); base = base.src[0]
+    base, moves = movement_base(self.uop)
     if base.op is not Ops.BUFFER:
       if base is not self.uop: raise ValueError(f"assign: this tensor is a view of an unrealized value ({base.op.name}); realize what it views first")
       self.uop = value
