@@ -17,6 +17,7 @@ from functools import partial
 import numpy as np
 import pytest
 from tinyspec import Tensor, dtypes
+from tinyspec.tensor.inplace import IN_PLACE_TWINS
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
@@ -583,6 +584,72 @@ def test_setitem_gradients():
   y[y > 1], ry[ry > 1] = 0.5, 0.5
   (y * y).sum().backward(); (ry * ry).sum().backward()
   check(y, ry); check(x.grad, rx.grad); check(v.grad, rv.grad)
+
+def _twin_args(name: str, lib, a: np.ndarray) -> tuple:
+  """The arguments test_in_place_twins calls `name` with, as tinyspec's (lib=Tensor) or torch's (lib=tt) tensors."""
+  o, m = lib(np.flip(a).copy()), lib(a > 0.5)
+  rows, cells = lib(np.array([2, 0])), lib(np.array([[1, 0, 3, 2, 1], [3, 2, 1, 0, 0]]))
+  table = {
+    "lerp": (o, 0.3), "addcmul": (o, o), "addcdiv": (o, o), "clamp": (0.3, 0.6), "clip": (0.3, 0.6), "clamp_min": (0.4,), "clamp_max": (0.5,),
+    "masked_fill": (m, 0.25), "masked_scatter": (m, o), "index_fill": (0, rows, 0.5), "index_add": (0, rows, o[:2]), "index_copy": (0, rows, o[:2]),
+    "index_put": ((rows,), o[:2]), "put": (rows, o[0, :2]), "scatter": (0, cells, o[:2]), "scatter_add": (0, cells, o[:2]),
+    "scatter_reduce": (0, cells, o[:2], "amax"), "cumsum": (0,), "cumprod": (1,),
+  }
+  binary = ("add", "sub", "mul", "div", "true_divide", "floor_divide", "fmod", "remainder", "pow", "atan2", "hypot", "xlogy",
+            "bitwise_and", "bitwise_or", "bitwise_xor", "logical_and", "logical_or", "logical_xor")
+  return (o,) if name in binary else table.get(name, ())
+
+@pytest.mark.parametrize("realized", [False, True], ids=["lazy", "realized"])
+@pytest.mark.parametrize("name", IN_PLACE_TWINS)
+def test_in_place_twins(name, realized):
+  """x.name_(...) returns x holding what torch's x.name_(...) leaves; on a realized tensor the write is in its buffer,
+  seen through another view of it."""
+  a = data("int32", (4, 5), lo=0, hi=9) if name.startswith("bitwise") else (rng.uniform(0.2, 0.8, (4, 5)) + (name == "acosh")).astype(np.float32)
+  x = Tensor(a).realize() if realized else Tensor(a) + 0
+  view, r = x.reshape(20), tt(a)
+  assert getattr(x, f"{name}_")(*_twin_args(name, Tensor, a)) is x
+  getattr(r, f"{name}_")(*_twin_args(name, tt, a))
+  check(x, r)
+  if realized: check(view, r.reshape(20))
+
+def test_in_place_checks():
+  """An in-place op may not change the shape or raise the dtype's kind (PyTorch's rule), and a failed one changes nothing."""
+  a = randn(3, 4)
+  x = Tensor(a).realize()
+  raises_like(lambda: x.add_(Tensor(randn(2, 3, 4))), lambda: tt(a).add_(tt(randn(2, 3, 4))), match="cannot change it")
+  raises_like(lambda: Tensor([1, 2]).add_(0.5), lambda: tt([1, 2]).add_(0.5), match="float32 cannot be written into this tensor's int32")
+  check(x, tt(a))
+  check(x.fill_(2.5), torch.full((3, 4), 2.5))
+  check(x.fill_(Tensor(-1.0)).zero_(), torch.zeros(3, 4))
+  check(x.copy_(Tensor([1.0, 2.0, 3.0, 4.0])), torch.tensor([1.0, 2.0, 3.0, 4.0]).expand(3, 4))
+  u = x.uniform_(2, 3).numpy()
+  assert u.min() >= 2 and u.max() < 3 and len(np.unique(u)) > 1
+  assert abs(float(Tensor.zeros(4000).normal_(1.0, 2.0).std().item()) - 2.0) < 0.2
+
+def test_in_place_gradients():
+  """An in-place op on an intermediate keeps the gradient path, as PyTorch's."""
+  a = randn(3, 4)
+  w, rw = Tensor(a, requires_grad=True), tt(a).requires_grad_()
+  h, rh = w * 2, rw * 2
+  h.mul_(3).sub_(1).relu_(); rh.mul_(3).sub_(1).relu_()
+  (h * h).sum().backward(); (rh * rh).sum().backward()
+  check(w.grad, rw.grad)
+
+def test_index_put_put_masked_scatter():
+  a = randn(3, 4)
+  rows, cols, vals = [0, 2, 0], [1, 1, 1], np.array([10.0, 20.0, 30.0], np.float32)
+  for acc in (False, True):
+    check(Tensor(a).index_put((Tensor(rows), Tensor(cols)), Tensor(vals), accumulate=acc),
+          tt(a).index_put((tt(rows), tt(cols)), tt(vals), accumulate=acc))
+    src = randn(2, 2)
+    check(Tensor(a).put(Tensor([[0, -1], [5, 5]]), Tensor(src), accumulate=acc), tt(a).put(tt([[0, -1], [5, 5]]), tt(src), accumulate=acc))
+  m = np.array([True, False, True, True])
+  src = randn(12)
+  x, s, rx, rs = Tensor(a, requires_grad=True), Tensor(src, requires_grad=True), tt(a).requires_grad_(), tt(src).requires_grad_()
+  y, ry = x.masked_scatter(Tensor(m), s), rx.masked_scatter(tt(m), rs)
+  (y * y).sum().backward(); (ry * ry).sum().backward()
+  check(y, ry); check(x.grad, rx.grad); check(s.grad, rs.grad)
+  raises_like(lambda: Tensor(a).index_put((Tensor(rows),), Tensor([1, 2, 3])), lambda: tt(a).index_put((tt(rows),), tt([1, 2, 3])), match="dtype")
 
 @pytest.mark.parametrize("case", ["index", "reduce"])
 def test_empty_advanced_index_result(case):

@@ -17,6 +17,21 @@ if TYPE_CHECKING:
   from tinyspec.tensor.tensor import Tensor
 
 
+def _fitted(value: Tensor, shape: tuple, op: str) -> Tensor:
+  """A value written at an index, broadcast to the indexed shape; PyTorch first drops its leading 1s."""
+  v = value
+  while v.ndim > len(shape) and v.shape[0] == 1: v = v.reshape(v.shape[1:])
+  try: return v._broadcast_to(shape)
+  except (ValueError, RuntimeError):
+    raise ShapeError(f"{op}: a value of shape {value.shape} does not broadcast to the indexed shape {shape}") from None
+
+
+def _is_region(indices: Any) -> bool:
+  """Whether an index picks a plain region: ints, slices with step 1, None and Ellipsis only."""
+  return all(e is None or e is Ellipsis or isinstance(e, _INT) and not isinstance(e, bool) or isinstance(e, slice) and e.step in (None, 1)
+             for e in (indices if isinstance(indices, tuple) else (indices,)))
+
+
 class IndexPlan(NamedTuple):
   """An index parsed against a shape: the axes to flip, then each axis' (start, stop) to shrink to, then the axes to
   take every step-th element of ({axis: (count, step)}), then the result's shape (None adds its 1s, ints drop their
@@ -161,34 +176,62 @@ class IndexingMixin:
     value = (value if isinstance(value, T) else T(value, device=self.device, dtype=self.dtype)).to(self.device).cast(self.dtype)
     if self.uop.op is Ops.AFTER: self.realize()  # a pending write lands first
     base, moves = movement_base(self.uop)
-    updated = self._written(indices, value, in_buffer=base.op is Ops.BUFFER and not moves & {Ops.EXPAND, Ops.PAD})
-    if updated is None: return  # written in place already
-    if base.op is Ops.BUFFER: self.assign(updated)
-    else: self.replace(updated)
+    if base.op is Ops.BUFFER and not moves & {Ops.EXPAND, Ops.PAD} and _is_region(indices):  # written now, into the buffer
+      region = self[indices]
+      region.assign(_fitted(value, region.shape, "setitem"))
+    else: self._update(self._with_written(indices, value), "setitem")
 
-  def _written(self: Tensor, indices: Any, value: Tensor, in_buffer: bool) -> Tensor | None:
-    """This tensor with value written at indices, or None where it was written straight into the buffer (in_buffer: this
-    tensor views a buffer's memory one to one, and the index is a plain region of it)."""
+  def _with_written(self: Tensor, indices: Any, value: Tensor) -> Tensor:
+    """This tensor with value written at indices, as a new graph: a WHERE over the old values, or for advanced indices
+    a scatter to the written places' positions in the flattened tensor."""
     T = type(self)
-    def fitted(shape: tuple) -> Tensor:
-      v = value
-      while v.ndim > len(shape) and v.shape[0] == 1: v = v.reshape(v.shape[1:])  # PyTorch drops leading 1s
-      try: return v._broadcast_to(shape)
-      except (ValueError, RuntimeError):
-        raise ShapeError(f"setitem: a value of shape {value.shape} does not broadcast to the indexed shape {shape}") from None
     lone = indices if isinstance(indices, (IndexingMixin, np.ndarray)) else None
     if lone is not None and lone.dtype in (dtypes.bool, np.bool_) and lone.shape == self.shape[:lone.ndim] and value.ndim <= self.ndim - lone.ndim:
       mask = lone if isinstance(lone, T) else T(lone, device=self.device)  # x[mask] = v, v the same for every row: a WHERE, nothing realized
-      return mask.reshape(mask.shape + (1,) * (self.ndim - mask.ndim)).where(fitted(self.shape[mask.ndim:]), self)
+      return mask.reshape(mask.shape + (1,) * (self.ndim - mask.ndim)).where(_fitted(value, self.shape[mask.ndim:], "setitem"), self)
     plan = self._index_plan(indices)
-    if plan.advanced:  # each written place's position in the flat tensor, scattered to
-      places = T.arange(self.numel(), dtype=position_dtype(self.numel()), device=self.device).reshape(self.shape)._indexed(plan)
-      return self.flatten().scatter(0, places.flatten(), fitted(places.shape).flatten()).reshape(self.shape)
-    if in_buffer and not plan.strides:
-      self._indexed(plan).assign(fitted(plan.shape))  # a region of a buffer: written now, in place
-      return None
+    if plan.advanced:
+      places = self._places(plan)
+      return self.flatten().scatter(0, places.flatten(), _fitted(value, places.shape, "setitem").flatten()).reshape(self.shape)
     written = T.full(plan.shape, True, dtype=dtypes.bool, device=self.device)._placed_back(plan, self.shape, False)
-    return written.where(fitted(plan.shape)._placed_back(plan, self.shape, 0), self)  # value put back where the index took it from
+    return written.where(_fitted(value, plan.shape, "setitem")._placed_back(plan, self.shape, 0), self)  # value put back where the index took it
+
+  def _places(self: Tensor, plan: IndexPlan) -> Tensor:
+    """Where each element of self[index] lives in the flattened tensor, in the index result's shape."""
+    return type(self).arange(self.numel(), dtype=position_dtype(self.numel()), device=self.device).reshape(self.shape)._indexed(plan)
+
+  def _source_for(self: Tensor, op: str, values: Any) -> Tensor:
+    """The values an index_put, put or masked_scatter writes: a Tensor of this dtype (PyTorch casts none)."""
+    if not isinstance(values, type(self)): return type(self)(values, device=self.device, dtype=self.dtype)
+    if values.dtype != self.dtype: raise RuntimeError(f"{op}: the values' dtype {values.dtype} differs from the tensor's {self.dtype}")
+    return values
+
+  def index_put(self: Tensor, indices: tuple, values: Any, accumulate: bool = False) -> Tensor:
+    """A copy of self with values written at self[indices] (PyTorch's index_put; indices a tuple of index tensors, one per
+    leading axis). accumulate adds them to what is there instead, repeated places adding up."""
+    if not isinstance(indices, (tuple, list)): raise TypeError(f"index_put: indices must be a tuple of tensors, got {type(indices).__name__}")
+    values = self._source_for("index_put", values)
+    if not accumulate: return self._with_written(tuple(indices), values)
+    places = self._places(self._index_plan(tuple(indices)))
+    return self.flatten().scatter_reduce(0, places.flatten(), _fitted(values, places.shape, "index_put").flatten(), "sum").reshape(self.shape)
+
+  def put(self: Tensor, index: Tensor, source: Any, accumulate: bool = False) -> Tensor:
+    """A copy of self with source's elements written at the positions `index` names in the flattened tensor (negative
+    from the end; PyTorch's put); accumulate adds them instead. index and source have the same number of elements."""
+    source = self._source_for("put", source)
+    if index.numel() != source.numel(): raise RuntimeError(f"put: index has {index.numel()} elements, source {source.numel()}")
+    flat = self.flatten()
+    places = flat._index_tensor(index.flatten(), 0)
+    return (flat.scatter_reduce(0, places, source.flatten(), "sum") if accumulate else flat.scatter(0, places, source.flatten())).reshape(self.shape)
+
+  def masked_scatter(self: Tensor, mask: Tensor, source: Tensor) -> Tensor:
+    """A copy of self whose places where mask (broadcast to self's shape) is true take source's elements in order, the
+    k-th true place (row-major) the k-th element of source flattened (PyTorch's masked_scatter). Where source has too few,
+    the places beyond its end get 0 (PyTorch raises; checking would read the mask back to the host)."""
+    if mask.dtype != dtypes.bool: raise RuntimeError(f"masked_scatter: mask must be bool, got {mask.dtype}")
+    source, mask = self._source_for("masked_scatter", source), mask._broadcast_to(self.shape)
+    order = mask.flatten().cast(position_dtype(self.numel())).cumsum() - 1  # the source element each true place takes
+    return mask.where(source.flatten().gather(0, order.maximum(0)).reshape(self.shape), self)
 
   def gather(self: Tensor, dim: int, index: Tensor) -> Tensor:
     """out[i][j][k] = self[i][index[i][j][k]][k] for dim=1 (PyTorch's gather): index has self's ndim and no larger size

@@ -32,6 +32,7 @@ from tinyspec.engine import realize as engine
 from tinyspec.engine import transcendental as T
 from tinyspec.gradient import compute_gradient, grad_path
 from tinyspec.tensor.indexing import IndexingMixin
+from tinyspec.tensor.inplace import InPlaceMixin
 from tinyspec.tensor.linalg import LinalgMixin
 from tinyspec.tensor.losses import LossMixin
 from tinyspec.tensor.movement import (
@@ -150,7 +151,8 @@ def _moved(uop: UOp, device: str | tuple[str, ...]) -> UOp:
   return multi.replicate(uop, device) if isinstance(device, tuple) else UOp(Ops.COPY, (uop,), device)
 
 
-class Tensor(MovementMixin, IndexingMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, LinalgMixin, LossMixin, RandomMixin, TorchNamesMixin):
+class Tensor(MovementMixin, IndexingMixin, InPlaceMixin, ReduceMixin, SortMixin, PointwiseMixin, NNMixin, LinalgMixin, LossMixin, RandomMixin,
+             TorchNamesMixin):
   """A lazy n-dimensional array on a device. `Tensor(data, device=None, dtype=None)` takes a Python number, nested
   lists, a numpy array (its dtype kept), another Tensor or a UOp."""
   __hash__ = object.__hash__  # == is elementwise, so a Tensor hashes by identity
