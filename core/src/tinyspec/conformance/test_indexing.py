@@ -39,6 +39,18 @@ def test_advanced_indexing(dev, case):
   check(Tensor(X, device=dev)[tidx], X[idx])
   check((Tensor(X, device=dev) * 3)[idx], X[idx] * 3)  # numpy arrays and lists work as indices too
 
+@pytest.mark.parametrize("case", ["slice", "step", "odd_step", "int_slice_int", "list", "two_tensors", "bool_mask_2d"])
+@pytest.mark.parametrize("realized", [False, True], ids=["lazy", "realized"])
+def test_setitem(dev, case, realized):
+  """x[idx] = v: into a realized buffer (a plain region written at once, other indices as a lazy assign) and into a graph."""
+  idx = BASIC[case] if case in BASIC else ADVANCED[case]()
+  want = X.copy()
+  value = np.arange(want[idx].size, dtype=np.float32).reshape(want[idx].shape) - 7
+  want[idx] = value
+  t = Tensor(X, device=dev).realize() if realized else Tensor(X, device=dev) + 0
+  t[idx] = Tensor(value, device=dev)
+  check(t, want)
+
 def test_index_errors(dev):
   t = Tensor(X, device=dev)
   with pytest.raises(IndexError): t[4]
