@@ -88,6 +88,23 @@ def test_dropout_layer():
   with Tensor.train(): kept = (d(x).numpy() != 0).mean()
   assert 0.72 < kept < 0.78
 
+@pytest.mark.parametrize("ours,theirs", [
+  (nn.MaxPool2d(2), torch.nn.MaxPool2d(2)), (nn.MaxPool2d(3, 2, 1, ceil_mode=True), torch.nn.MaxPool2d(3, 2, 1, ceil_mode=True)),
+  (nn.AvgPool2d((2, 3), 1, count_include_pad=False), torch.nn.AvgPool2d((2, 3), 1, count_include_pad=False)),
+  (nn.AdaptiveAvgPool2d((1, 1)), torch.nn.AdaptiveAvgPool2d((1, 1))), (nn.AdaptiveAvgPool2d((3, 2)), torch.nn.AdaptiveAvgPool2d((3, 2))),
+  (nn.AdaptiveMaxPool2d((3, None)), torch.nn.AdaptiveMaxPool2d((3, None))),
+], ids=["max", "max_ceil", "avg", "global_avg", "adaptive_avg", "adaptive_max"])
+def test_pool_layers(ours, theirs):
+  check_layer(ours, theirs, rng.standard_normal((2, 3, 7, 5)).astype(np.float32), [])
+
+def test_pool_layers_return_indices():
+  x = rng.standard_normal((2, 3, 7, 5)).astype(np.float32)
+  for ours, theirs in [(nn.MaxPool2d(2, return_indices=True), torch.nn.MaxPool2d(2, return_indices=True)),
+                       (nn.AdaptiveMaxPool2d(3, return_indices=True), torch.nn.AdaptiveMaxPool2d(3, return_indices=True))]:
+    (v, i), (tv, ti) = ours(Tensor(x)), theirs(torch.tensor(x))
+    np.testing.assert_array_equal(v.numpy(), tv.numpy())
+    np.testing.assert_array_equal(i.numpy(), ti.numpy())
+
 SCHEDULES = [
   ("step", lambda o: lr_scheduler.StepLR(o, 3, 0.5), lambda o: torch.optim.lr_scheduler.StepLR(o, 3, 0.5), 10),
   ("linear_warmup", lambda o: lr_scheduler.LinearLR(o, 0.1, 1.0, 4), lambda o: torch.optim.lr_scheduler.LinearLR(o, 0.1, 1.0, 4), 8),

@@ -371,6 +371,26 @@ def test_pool_padding_per_side():
   check(lambda t: t.avg_pool2d(3, padding=(1, 0, 1, 1)), lambda t: F.avg_pool2d(F.pad(t, (1, 0, 1, 1)), 3), x)
   with pytest.raises(ValueError, match="4 ints for 2 spatial axes"): Tensor(x).max_pool2d(3, padding=(1, 0, 1))
 
+ADAPTIVE = [((2, 3, 7, 9), (3, 4)), ((2, 3, 8, 8), (4, 4)), ((1, 2, 5, 6), (5, None)), ((3, 7, 5), (8, 3)), ((2, 3, 6, 6), 1),
+            ((2, 3, 10), (4,)), ((1, 2, 5, 6, 7), (2, 3, 4))]
+
+@pytest.mark.parametrize("shape,out", ADAPTIVE, ids=str)
+def test_adaptive_pools(shape, out):
+  """Uneven windows (a gather per axis) and even ones (the plain pool), up- and downsampling, None keeping an axis, 1 to 3
+  pooled axes: values, gradients, and the max's indices (a tie inside a window: PyTorch names the first)."""
+  x = rng.standard_normal(shape).astype(np.float32)
+  x[(0,) * (len(shape) - 2) + (slice(0, 2), slice(0, 2))] = 2.5
+  nd = 2 if isinstance(out, int) else len(out)
+  size = out[0] if nd == 1 else out
+  avg, mx = getattr(F, f"adaptive_avg_pool{nd}d"), getattr(F, f"adaptive_max_pool{nd}d")
+  check(lambda t: getattr(t, f"adaptive_avg_pool{nd}d")(size), lambda t: avg(t, size), x)
+  check(lambda t: getattr(t, f"adaptive_max_pool{nd}d")(size, return_indices=True), lambda t: mx(t, size, return_indices=True), x)
+
+def test_adaptive_pool_errors():
+  with pytest.raises(RuntimeError, match="must have 1 entries"): Tensor.ones(1, 4, 4).adaptive_avg_pool1d((1, 2))
+  with pytest.raises(RuntimeError, match="must be positive"): Tensor.ones(1, 4, 4).adaptive_max_pool2d((0, 2))
+  with pytest.raises(RuntimeError, match="expected a 3-D or 4-D input"): Tensor.ones(4, 4).adaptive_avg_pool2d(2)
+
 def test_cummin_logcumsumexp_and_initializers():
   a = rng.standard_normal((4, 6)).astype(np.float32)
   check(lambda x: x.logcumsumexp(1), lambda x: torch.logcumsumexp(x, 1), a * 30)  # terms 100 apart: a shared shift would underflow

@@ -211,6 +211,39 @@ class Dropout:
   def __call__(self, x: Tensor) -> Tensor: return x.dropout(self.p)
 
 
+class MaxPool2d:
+  """x.max_pool2d with these settings, as torch.nn.MaxPool2d."""
+  def __init__(self, kernel_size: IntOrTuple, stride: IntOrTuple | None = None, padding: IntOrTuple = 0, dilation: IntOrTuple = 1,
+               return_indices: bool = False, ceil_mode: bool = False):
+    self.kernel_size, self.stride, self.padding, self.dilation = kernel_size, stride, padding, dilation
+    self.return_indices, self.ceil_mode = return_indices, ceil_mode
+  def __call__(self, x: Tensor) -> Tensor | tuple[Tensor, Tensor]:
+    return x.max_pool2d(self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode, self.return_indices)
+
+
+class AvgPool2d:
+  """x.avg_pool2d with these settings, as torch.nn.AvgPool2d."""
+  def __init__(self, kernel_size: IntOrTuple, stride: IntOrTuple | None = None, padding: IntOrTuple = 0, ceil_mode: bool = False,
+               count_include_pad: bool = True, divisor_override: int | None = None):
+    self.kernel_size, self.stride, self.padding, self.ceil_mode = kernel_size, stride, padding, ceil_mode
+    self.count_include_pad, self.divisor_override = count_include_pad, divisor_override
+  def __call__(self, x: Tensor) -> Tensor:
+    return x.avg_pool2d(self.kernel_size, self.stride, self.padding, self.ceil_mode, self.count_include_pad, self.divisor_override)
+
+
+class AdaptiveAvgPool2d:
+  """x.adaptive_avg_pool2d(output_size), as torch.nn.AdaptiveAvgPool2d (output_size (1, 1): a global average pool)."""
+  def __init__(self, output_size: int | tuple[int | None, int | None]): self.output_size = output_size
+  def __call__(self, x: Tensor) -> Tensor: return x.adaptive_avg_pool2d(self.output_size)
+
+
+class AdaptiveMaxPool2d:
+  """x.adaptive_max_pool2d(output_size, return_indices), as torch.nn.AdaptiveMaxPool2d."""
+  def __init__(self, output_size: int | tuple[int | None, int | None], return_indices: bool = False):
+    self.output_size, self.return_indices = output_size, return_indices
+  def __call__(self, x: Tensor) -> Tensor | tuple[Tensor, Tensor]: return x.adaptive_max_pool2d(self.output_size, self.return_indices)
+
+
 class Embedding:
   """A lookup table: integer indices of any shape -> their rows of weight (vocab_size, embed_size), which starts as
   standard normal samples (as torch.nn.Embedding)."""
@@ -249,5 +282,6 @@ class LSTMCell:
 
 from tinyspec.nn import optim, state  # noqa: E402  (nn.optim and nn.state after `import tinyspec.nn`, as tinygrad's)
 
-__all__ = ["optim", "state", "BatchNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "Conv1d", "Conv2d", "ConvTranspose1d",
-           "ConvTranspose2d", "Dropout", "Embedding", "GroupNorm", "InstanceNorm", "LSTMCell", "LayerNorm", "LayerNorm2d", "Linear", "RMSNorm"]
+__all__ = ["optim", "state", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "AvgPool2d", "BatchNorm", "BatchNorm1d", "BatchNorm2d",
+           "BatchNorm3d", "Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d", "Dropout", "Embedding", "GroupNorm", "InstanceNorm",
+           "LSTMCell", "LayerNorm", "LayerNorm2d", "Linear", "MaxPool2d", "RMSNorm"]

@@ -33,6 +33,26 @@ def _sum_keep_dtype(x: Tensor, axes: tuple[int, ...]) -> Tensor:
   bool sums as int32 and becomes bool again (any)."""
   return x.sum(axes, keepdim=True, dtype=dtypes.int32 if x.dtype == dtypes.bool else x.dtype if dtypes.is_int(x.dtype) else None).cast(x.dtype)
 
+def _window_argmax(windows: Tensor, values: Tensor, positions: Tensor, past: int) -> Tensor:
+  """Where each window's maximum (values) is, from the windows (last axis) and each element's input position (`past` for
+  padding): the first maximum's, or the last nan's where a window has a nan, as PyTorch's max pools name them."""
+  x = windows.detach()
+  first_max = (x == values.detach().unsqueeze(-1)).where(positions, past).min(-1)
+  if not dtypes.is_float(x.dtype): return first_max
+  last_nan = x.isnan().where(positions, -1).max(-1)
+  return (last_nan >= 0).where(last_nan, first_max)
+
+def _sizes(output_size: int | Sequence[int | None], n: int, name: str) -> tuple[int | None, ...]:
+  """An adaptive pool's output_size as n sizes: an int for every axis, or a sequence of exactly n."""
+  if isinstance(output_size, int): return (output_size,) * n
+  if len(sizes := tuple(output_size)) != n: raise RuntimeError(f"{name}: output_size {output_size} must have {n} entries")
+  return sizes
+
+def _adaptive_bounds(size: int, out: int) -> tuple[np.ndarray, np.ndarray]:
+  """Adaptive pooling's windows along one axis, as PyTorch's: output r covers [floor(r * size / out), ceil((r + 1) * size / out))."""
+  r = np.arange(out)
+  return r * size // out, -(-(r + 1) * size // out)
+
 def _pool(x: Tensor, k: tuple[int, ...], stride: tuple[int, ...], dilation: tuple[int, ...]) -> Tensor:
   """The sliding windows over the last len(k) axes: (*b, *i) -> (*b, *o, *k), where window element [o.., k..] is
   x[o*stride + k*dilation] along each axis, o = (i - dilation*(k-1) - 1) // stride + 1.
@@ -263,11 +283,7 @@ class NNMixin:
     spatial, past = self.shape[-nd:], math.prod(self.shape[-nd:])
     positions = type(self).arange(past, dtype=position_dtype(past + 1), device=self.device).reshape(*spatial).pad(pads, value=past)
     positions = _pool(positions, k, s, d).shrink([(0, oo) for oo in o] + [None] * nd).flatten(nd)
-    x = windows.detach()
-    first_max = (x == values.detach().unsqueeze(-1)).where(positions, past).min(-1)
-    if not dtypes.is_float(self.dtype): return values, first_max
-    last_nan = x.isnan().where(positions, -1).max(-1)
-    return values, (last_nan >= 0).where(last_nan, first_max)
+    return values, _window_argmax(windows, values, positions, past)
 
   def max_unpool2d(self: Tensor, indices: Tensor, kernel_size: IntOrTuple = (2, 2), stride: IntOrTuple | None = None, dilation: IntOrTuple = 1,
                    padding: IntOrTuple = 0, output_size: Sequence[int] | None = None) -> Tensor:
@@ -309,6 +325,67 @@ class NNMixin:
       c = ((start + kk).minimum(hi) - start.maximum(lo)).reshape(oo, *[1] * (nd - 1 - j))
       count = c if count is None else count * c
     return sums / count
+
+  def _adaptive_setup(self: Tensor, output_size: int | Sequence[int | None], nd: int, name: str) -> tuple[tuple[int, ...], bool]:
+    """The output's spatial size (None keeps an axis' size) over the last nd axes, and whether each axis divides evenly
+    (then adaptive pooling is the plain pool with kernel = stride = size // out)."""
+    out = _sizes(output_size, nd, name)
+    if self.ndim < nd + 1: raise RuntimeError(f"{name}: expected a {nd + 1}-D or {nd + 2}-D input, got shape {self.shape}")
+    out = tuple(i if o is None else o for i, o in zip(self.shape[-nd:], out))
+    if any(o < 1 for o in out) or any(i < 1 for i in self.shape[-nd:]):
+      raise RuntimeError(f"{name}: output_size {out} and the input's spatial size {self.shape[-nd:]} must be positive")
+    return out, all(i % o == 0 for i, o in zip(self.shape[-nd:], out))
+
+  def _adaptive_windows(self: Tensor, out: tuple[int, ...], fill: float) -> Tensor:
+    """Each output's window over the last len(out) axes, as trailing axes (..., *out, *longest window), the places past a
+    shorter window's end holding `fill`: a gather per axis (adaptive windows are not evenly strided)."""
+    nd, x, valid = len(out), self, None
+    for j, (size, o) in enumerate(zip(self.shape[-nd:], out)):
+      start, end = _adaptive_bounds(size, o)
+      k = np.arange(int((end - start).max()))
+      x = x[(Ellipsis, np.minimum(start[:, None] + k, size - 1)) + (slice(None),) * (nd - 1 - j)]  # (..., o, k, rest)
+      here = k < (end - start)[:, None]  # (o, k): which of the longest window's places this window has
+      valid = here if valid is None else valid[..., None, None] & here
+    lead = self.ndim - nd
+    order = list(range(lead)) + [lead + 2 * j for j in range(nd)] + [lead + 2 * j + 1 for j in range(nd)]
+    mask = type(self)(valid, device=self.device).permute([2 * j for j in range(nd)] + [2 * j + 1 for j in range(nd)])
+    return mask.where(x.permute(order), fill)
+
+  def adaptive_avg_pool2d(self: Tensor, output_size: int | Sequence[int | None]) -> Tensor:
+    """The mean over adaptive windows of the last 2 axes (F.adaptive_avg_pool2d; a tuple of 1 or 3 sizes pools 1 or 3
+    axes): output r along an axis of size i averages [floor(r * i / o), ceil((r + 1) * i / o))."""
+    nd = 2 if isinstance(output_size, int) else len(output_size)
+    out, even = self._adaptive_setup(output_size, nd, "adaptive_avg_pool2d")
+    if even: return self.avg_pool2d(tuple(i // o for i, o in zip(self.shape[-nd:], out)))
+    sums = self._float()._adaptive_windows(out, 0).sum(tuple(range(-nd, 0)))
+    count = np.ones(out)
+    for j, (size, o) in enumerate(zip(self.shape[-nd:], out)):
+      start, end = _adaptive_bounds(size, o)
+      count = count * (end - start).reshape((o,) + (1,) * (nd - 1 - j))
+    return sums / type(self)(count.astype(np.float32), device=self.device).cast(sums.dtype)
+
+  def adaptive_max_pool2d(self: Tensor, output_size: int | Sequence[int | None], return_indices: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+    """The max over adaptive windows of the last 2 axes (F.adaptive_max_pool2d; windows as adaptive_avg_pool2d's). The
+    gradient and the indices (into the flattened spatial axes) name each window's first maximum, as max_pool2d's."""
+    nd = 2 if isinstance(output_size, int) else len(output_size)
+    out, even = self._adaptive_setup(output_size, nd, "adaptive_max_pool2d")
+    if even: return self.max_pool2d(tuple(i // o for i, o in zip(self.shape[-nd:], out)), return_indices=return_indices)
+    windows = self.contiguous_backward()._adaptive_windows(out, self.dtype.min).flatten(self.ndim)
+    values = windows.max(-1)
+    if not return_indices: return values
+    spatial, past = self.shape[-nd:], math.prod(self.shape[-nd:])
+    positions = type(self).arange(past, dtype=position_dtype(past + 1), device=self.device).reshape(*spatial)
+    return values, _window_argmax(windows, values, positions._adaptive_windows(out, past).flatten(nd), past)
+
+  # PyTorch's 1-d and 3-d names: an int output_size is one size per pooled axis
+  def adaptive_avg_pool1d(self: Tensor, output_size: int | Sequence[int | None]) -> Tensor:
+    return self.adaptive_avg_pool2d(_sizes(output_size, 1, "adaptive_avg_pool1d"))
+  def adaptive_avg_pool3d(self: Tensor, output_size: int | Sequence[int | None]) -> Tensor:
+    return self.adaptive_avg_pool2d(_sizes(output_size, 3, "adaptive_avg_pool3d"))
+  def adaptive_max_pool1d(self: Tensor, output_size: int | Sequence[int | None], return_indices: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+    return self.adaptive_max_pool2d(_sizes(output_size, 1, "adaptive_max_pool1d"), return_indices)
+  def adaptive_max_pool3d(self: Tensor, output_size: int | Sequence[int | None], return_indices: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+    return self.adaptive_max_pool2d(_sizes(output_size, 3, "adaptive_max_pool3d"), return_indices)
 
   # ---- normalization ----
   def layernorm(self: Tensor, axis: int | tuple[int, ...] = -1, eps: float = 1e-5) -> Tensor:
