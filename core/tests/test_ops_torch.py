@@ -283,13 +283,22 @@ def test_repeat_interleave_and_pad_modes():
 @pytest.mark.parametrize("kw", [dict(size=(7, 4), mode="nearest"), dict(scale_factor=2, mode="nearest"),
                                 dict(size=(8, 9), mode="bilinear", align_corners=False), dict(size=(3, 4), mode="bilinear", align_corners=True),
                                 dict(scale_factor=1.5, mode="bilinear", align_corners=False),
-                                dict(scale_factor=(1.5, 1.1), mode="bilinear"), dict(scale_factor=(2, 1.1), mode="nearest")], ids=str)
+                                dict(scale_factor=(1.5, 1.1), mode="bilinear"), dict(scale_factor=(2, 1.1), mode="nearest"),
+                                dict(size=(8, 11), mode="bicubic"), dict(size=(3, 4), mode="bicubic"), dict(scale_factor=(0.5, 1.7), mode="bicubic"),
+                                dict(size=(9, 5), mode="bicubic", align_corners=True), dict(size=(3, 4), mode="area"),
+                                dict(size=(8, 11), mode="area"), dict(scale_factor=0.5, mode="area")], ids=str)
 def test_interpolate(kw):
   check(lambda x: x.interpolate(**kw), lambda x: F.interpolate(x, **kw), rng.standard_normal((2, 3, 5, 6)).astype(np.float32), rtol=1e-4, atol=1e-5)
   line = rng.standard_normal((2, 3, 5)).astype(np.float32)
   check(lambda x: x.interpolate(size=11, mode="linear"), lambda x: F.interpolate(x, size=11, mode="linear"), line)
   # 5 * 1.1 is 5: copied, not resampled with ratio 1 / 1.1
   check(lambda x: x.interpolate(scale_factor=1.1, mode="linear"), lambda x: F.interpolate(x, scale_factor=1.1, mode="linear"), line)
+  check(lambda x: x.interpolate(size=3, mode="area"), lambda x: F.interpolate(x, size=3, mode="area"), line)
+
+def test_interpolate_errors():
+  with pytest.raises(ValueError, match="bicubic resizes a 4-D input"): Tensor.ones(1, 2, 5).interpolate(size=3, mode="bicubic")
+  with pytest.raises(ValueError, match="align_corners is only"): Tensor.ones(1, 2, 5, 5).interpolate(size=3, mode="area", align_corners=True)
+  with pytest.raises(ValueError, match="'bilinearx' is not supported"): Tensor.ones(1, 2, 5, 5).interpolate(size=3, mode="bilinearx")
 
 # ---- views, diagonals, grids, scans, initializers ----
 def test_view_diagonal_diag_meshgrid():

@@ -118,6 +118,18 @@ def _linear_taps(n: int, m: int, ratio: float, align_corners: bool | None) -> tu
   return i0, np.minimum(i0 + 1, n - 1), src - i0
 
 
+def _cubic_taps(n: int, m: int, ratio: float, align_corners: bool | None) -> list[tuple[np.ndarray, np.ndarray]]:
+  """Bicubic's four (source index, weight) pairs of each of m outputs along an axis of n, as PyTorch's: Keys' cubic
+  convolution with a = -0.75 around floor(src), src not clamped at the border (the indices are), weights in float64."""
+  src = np.arange(m) * ((n - 1) / (m - 1) if m > 1 else 0.0) if align_corners else (np.arange(m) + 0.5) * ratio - 0.5
+  base, a = np.floor(src), -0.75
+  t = src - base
+  def near(d: np.ndarray) -> np.ndarray: return ((a + 2) * d - (a + 3)) * d * d + 1  # a tap |d| <= 1 away
+  def far(d: np.ndarray) -> np.ndarray: return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a  # a tap 1 < |d| < 2 away
+  weights = (far(t + 1), near(t), near(1 - t), far(2 - t))
+  return [(np.clip(base.astype(np.int64) + k, 0, n - 1), w) for k, w in zip((-1, 0, 1, 2), weights)]
+
+
 def _resize_uint8(x: Tensor, taps: list[tuple[int, tuple[np.ndarray, np.ndarray, np.ndarray]]]) -> Tensor:
   """PyTorch's uint8 bilinear resize, bit for bit: axes are resized last first, each pass rounding back to uint8. A
   pass's weights are integers scaled by 2**bits, where bits is the most that keeps twice the largest weight of the axis
@@ -512,14 +524,18 @@ class NNMixin:
     """Resizes the spatial axes of an (N, C, *spatial) input as F.interpolate: mode "nearest" (source index floor(i * in /
     out)), "nearest-exact" (floor((i + 0.5) * in / out): the nearest pixel center), or "linear"/"bilinear"/"trilinear"
     (each axis in turn, from the two nearest source positions; align_corners maps the corner pixels' centers onto each
-    other). An integer input keeps its dtype. A uint8 image is resized as PyTorch does, one axis at a time from the last,
-    each pass in fixed point (see _resize_uint8); other integers are interpolated in float32 and rounded."""
+    other), "bicubic" (4-D input; four taps per axis, see _cubic_taps) or "area" (each output the mean of the source cell it
+    covers: adaptive_avg_pool2d). An integer input keeps its dtype. A uint8 image is resized with the linear modes as
+    PyTorch does, one axis at a time from the last, each pass in fixed point (see _resize_uint8); other integers, and any
+    integer with bicubic or area, are interpolated in float32 and rounded."""
     nd = self.ndim - 2
     if nd < 1: raise ValueError(f"interpolate: expected an (N, C, *spatial) input, got shape {self.shape}")
     if (size is None) == (scale_factor is None): raise ValueError("interpolate: give exactly one of size and scale_factor")
-    if mode not in ("nearest", "nearest-exact", "linear", "bilinear", "trilinear"): raise ValueError(f"interpolate: mode {mode!r} is not supported")
-    nearest = mode.startswith("nearest")
-    if nearest and align_corners is not None: raise ValueError("interpolate: align_corners is only for the linear modes")
+    if mode not in ("nearest", "nearest-exact", "linear", "bilinear", "trilinear", "bicubic", "area"):
+      raise ValueError(f"interpolate: mode {mode!r} is not supported")
+    if mode == "bicubic" and nd != 2: raise ValueError(f"interpolate: bicubic resizes a 4-D input, got shape {self.shape}")
+    nearest = mode.startswith("nearest") or mode == "area"
+    if nearest and align_corners is not None: raise ValueError("interpolate: align_corners is only for the linear and cubic modes")
     if size is not None:
       outs = (size,) * nd if isinstance(size, int) else tuple(size)
       ratios = tuple(n / m if m else 0.0 for n, m in zip(self.shape[2:], outs))
@@ -530,16 +546,24 @@ class NNMixin:
       copies = not nearest or (mode == "nearest" and nd == 2)
       ratios = tuple(1.0 if copies and m == n else 1 / f for n, m, f in zip(self.shape[2:], outs, factors))
     if len(outs) != nd or len(ratios) != nd: raise ValueError(f"interpolate: {len(outs)} output sizes for {nd} spatial axes")
+    if mode == "area":  # each output the mean of the source pixels its cell covers: an adaptive average pool
+      x = (self if dtypes.is_float(self.dtype) else self.float()).adaptive_avg_pool2d(outs)
+      return x if dtypes.is_float(self.dtype) else x.round().clip(self.dtype.min, self.dtype.max).cast(self.dtype)
     if nearest:
       x = self
       for a, (n, m, ratio) in enumerate(zip(self.shape[2:], outs, ratios), start=2):
         x = x[(slice(None),) * a + (np.minimum(np.floor((np.arange(m) + (mode == "nearest-exact") * 0.5) * ratio).astype(np.int64), n - 1),)]
       return x
-    taps = [(a, _linear_taps(n, m, ratio, align_corners)) for a, (n, m, ratio) in enumerate(zip(self.shape[2:], outs, ratios), start=2)]
-    if self.dtype == dtypes.uint8: return _resize_uint8(self, taps)
+    axes = list(enumerate(zip(self.shape[2:], outs, ratios), start=2))
+    taps = [(a, _linear_taps(n, m, ratio, align_corners)) for a, (n, m, ratio) in axes]
+    if self.dtype == dtypes.uint8 and mode != "bicubic": return _resize_uint8(self, taps)
     x = self if self.dtype in (dtypes.float32, dtypes.float64) else self.float()  # float16 in float32, rounded once, as PyTorch
-    for a, (i0, i1, w) in taps:
-      lead, w = (slice(None),) * a, type(self)(w.reshape((-1,) + (1,) * (self.ndim - a - 1)), dtype=x.dtype, device=self.device)
+    def weight(w: np.ndarray, a: int) -> Tensor: return type(self)(w.reshape((-1,) + (1,) * (self.ndim - a - 1)), dtype=x.dtype, device=self.device)
+    if mode == "bicubic":
+      for a, (n, m, ratio) in axes:  # each output the weighted sum of its four taps along this axis
+        x = functools.reduce(lambda p, q: p + q, [x[(slice(None),) * a + (i,)] * weight(w, a) for i, w in _cubic_taps(n, m, ratio, align_corners)])
+    for a, (i0, i1, w) in taps if mode != "bicubic" else []:
+      lead, w = (slice(None),) * a, weight(w, a)
       x = x[lead + (i0,)] * (1 - w) + x[lead + (i1,)] * w
     if x.dtype == self.dtype or dtypes.is_float(self.dtype): return x.cast(self.dtype)
     return x.round().clip(self.dtype.min, self.dtype.max).cast(self.dtype)
