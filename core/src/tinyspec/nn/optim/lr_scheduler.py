@@ -99,19 +99,28 @@ class CosineAnnealingLR(LRScheduler):
 
 
 class OneCycleLR(LRScheduler):
-  """The 1cycle policy as torch's OneCycleLR: from max_lr / div_factor up to max_lr over the first pct_start of total_steps,
-  then down to that start / final_div_factor, each phase a half cosine (anneal_strategy="cos") or a line ("linear"). The
-  learning rate only: momentum is not cycled (PyTorch's cycle_momentum=False)."""
-  def __init__(self, optimizer: Optimizer, max_lr: float, total_steps: int, pct_start: float = 0.3, anneal_strategy: str = "cos",
-               div_factor: float = 25.0, final_div_factor: float = 1e4, last_epoch: int = -1):
+  """The 1cycle policy as torch's OneCycleLR: from max_lr / div_factor up to max_lr over the first pct_start of the steps,
+  then down to that start / final_div_factor; with three_phase, back down to the start over as many steps as the way up
+  took, and only then to the end. Each phase is a half cosine (anneal_strategy="cos") or a line ("linear"). The steps are
+  total_steps, or epochs * steps_per_epoch. The learning rate only: momentum is not cycled, so cycle_momentum (PyTorch's
+  default True) must be False."""
+  def __init__(self, optimizer: Optimizer, max_lr: float, total_steps: int | None = None, epochs: int | None = None,
+               steps_per_epoch: int | None = None, pct_start: float = 0.3, anneal_strategy: str = "cos", cycle_momentum: bool = False,
+               div_factor: float = 25.0, final_div_factor: float = 1e4, three_phase: bool = False, last_epoch: int = -1):
+    if total_steps is None:
+      if not epochs or not steps_per_epoch: raise ValueError("OneCycleLR: give total_steps, or epochs and steps_per_epoch")
+      total_steps = epochs * steps_per_epoch
     if total_steps < 2: raise ValueError(f"OneCycleLR: total_steps must be >= 2, got {total_steps}")
     if not 0 < pct_start < 1: raise ValueError(f"OneCycleLR: pct_start must be in (0, 1), got {pct_start}")
     if anneal_strategy not in ("cos", "linear"): raise ValueError(f"OneCycleLR: anneal_strategy must be 'cos' or 'linear', got {anneal_strategy!r}")
+    if cycle_momentum: raise ValueError("OneCycleLR: cycle_momentum=True is not supported (tinyspec's optimizers keep their momentum); pass False")
     self.total_steps, self.anneal = total_steps, anneal_strategy
-    self.initial_lr, self.max_lr = max_lr / div_factor, max_lr
-    self.min_lr = self.initial_lr / final_div_factor
-    self.peak = float(pct_start * total_steps) - 1  # the step where the rate reaches max_lr
-    super().__init__(optimizer, last_epoch)  # its first step sets initial_lr
+    start, self.max_lr = max_lr / div_factor, max_lr
+    end, peak = start / final_div_factor, float(pct_start * total_steps) - 1  # the step where the rate reaches max_lr
+    # (last step of the phase, its first rate, its last rate), as PyTorch's phases
+    self.phases = [(peak, start, max_lr), (2 * peak, max_lr, start), (total_steps - 1.0, start, end)] if three_phase else \
+                  [(peak, start, max_lr), (total_steps - 1.0, max_lr, end)]
+    super().__init__(optimizer, last_epoch)  # its first step sets the start rate
 
   def _anneal(self, start: float, end: float, pct: float) -> float:
     if self.anneal == "linear": return start + (end - start) * pct
@@ -119,8 +128,9 @@ class OneCycleLR(LRScheduler):
 
   def lr_at(self, t: int) -> float:
     if t > self.total_steps: raise ValueError(f"OneCycleLR: stepped {t} times, past total_steps={self.total_steps}")
-    if t <= self.peak: return self._anneal(self.initial_lr, self.max_lr, t / self.peak if self.peak > 0 else 1.0)
-    return self._anneal(self.max_lr, self.min_lr, (t - self.peak) / (self.total_steps - 1 - self.peak))
+    i = next((i for i, phase in enumerate(self.phases[:-1]) if t <= phase[0]), len(self.phases) - 1)  # t's phase
+    first, (last, start, end) = self.phases[i - 1][0] if i else 0.0, self.phases[i]
+    return self._anneal(start, end, (t - first) / (last - first) if last > first else 1.0)
 
 
 class SequentialLR(LRScheduler):
