@@ -170,9 +170,13 @@ def test_reductions_with_nan():
   x = np.array([[1.0, math.nan, 3.0], [math.nan, math.nan, math.nan], [4.0, 2.0, 5.0]], np.float32)
   for name, kw in (("nansum", {}), ("nansum", {"dim": 1}), ("nanmean", {"dim": 1}), ("nanmean", {}), ("count_nonzero", {"dim": 0})):
     np.testing.assert_allclose(getattr(Tensor(x), name)(**kw).numpy(), getattr(torch.tensor(x), name)(**kw).numpy(), rtol=1e-6, err_msg=name)
-  values, indices = Tensor(x).median(1)
+  values, indices = Tensor(x).median(1)  # a nan row: the first nan, as torch's
   tv, ti = torch.tensor(x).median(1)
   np.testing.assert_array_equal(values.numpy(), tv.numpy()); np.testing.assert_array_equal(indices.numpy(), ti.numpy())
+  for name in ("median", "nanmedian"):  # torch's named pair: .values and .indices
+    ours, theirs = getattr(Tensor(x[[0, 2]]), name)(1), getattr(torch.tensor(x[[0, 2]]), name)(1)
+    np.testing.assert_array_equal(ours.values.numpy(), theirs.values.numpy())
+    np.testing.assert_array_equal(ours.indices.numpy(), theirs.indices.numpy())
   assert math.isnan(Tensor(x).median().item()) and math.isnan(torch.tensor(x).median().item())
   np.testing.assert_array_equal(Tensor(x).quantile(0.5, 1).numpy(), torch.tensor(x).quantile(0.5, 1).numpy())
   np.testing.assert_array_equal(Tensor(x).quantile([0.2, 0.9], 0).numpy(), torch.tensor(x).quantile(torch.tensor([0.2, 0.9]), 0).numpy())

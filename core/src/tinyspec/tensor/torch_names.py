@@ -14,6 +14,7 @@ import numpy as np
 from tinyspec.dtype import SINTS, dtypes, finite_max
 from tinyspec.tensor.movement import resolve_dim, shape_arg
 from tinyspec.tensor.pointwise import _edge_slopes, _float_operands, _poly
+from tinyspec.tensor.reduce import ValuesIndices
 
 if TYPE_CHECKING:
   from tinyspec.tensor.tensor import Scalar, Tensor
@@ -288,7 +289,7 @@ class TorchNamesMixin:
       s = nonzero.where(nonzero.where(a, 1.0) ** p, 0.0).sum(dim, keepdim)
       return (s == 0).where(0.0, (s == 0).where(1.0, s) ** (1 / p))
     return self._math(vector_norm)
-  def median(self: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+  def median(self: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor | ValuesIndices:
     """The lower median (element (n - 1) // 2 in sorted order), nan if there is a nan; with `dim`, (values, indices) as
     torch.median(x, dim). Without `dim` the gradient is shared evenly by the elements equal to the median (by the nans, for
     a nan median), as PyTorch's; with it, the element picked has slope 1."""
@@ -303,9 +304,9 @@ class TorchNamesMixin:
       first_nan = nan.cast(dtypes.int32).argmax(d, keepdim=True).cast(i.dtype)
       has_nan = nan.any(d, keepdim=True)
       v, i = has_nan.where(self.gather(d, first_nan), v), has_nan.where(first_nan, i)  # that nan itself: its slope is 1
-    return (v, i) if keepdim or not self.ndim else (v.squeeze(d), i.squeeze(d))
+    return ValuesIndices(v, i) if keepdim or not self.ndim else ValuesIndices(v.squeeze(d), i.squeeze(d))
 
-  def nanmedian(self: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+  def nanmedian(self: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor | ValuesIndices:
     """median of the values that are not nan (nan where all are), as torch.nanmedian: with `dim`, (values, indices), the
     index of the first nan where a row is all nan (PyTorch's is some nan's, which one its selection decides); without,
     the gradient shared as median's."""
@@ -317,7 +318,7 @@ class TorchNamesMixin:
     numbers = (~self.isnan()).cast(dtypes.int32).sum(d, keepdim=True, dtype=dtypes.int32)
     k = ((numbers - 1) // 2).maximum(0).cast(indices.dtype)  # the lower median among the numbers; 0 (the first nan) if none
     v, i = values.gather(d, k), indices.gather(d, k)
-    return (v, i) if keepdim else (v.squeeze(d), i.squeeze(d))
+    return ValuesIndices(v, i) if keepdim else ValuesIndices(v.squeeze(d), i.squeeze(d))
 
   def _whole_median(self: Tensor, name: str) -> Tensor:
     """median() or nanmedian() over all elements: the value from the dim=0 form of the flattened tensor, its slope shared
