@@ -622,6 +622,8 @@ def test_in_place_checks():
   check(x.fill_(2.5), torch.full((3, 4), 2.5))
   check(x.fill_(Tensor(-1.0)).zero_(), torch.zeros(3, 4))
   check(x.copy_(Tensor([1.0, 2.0, 3.0, 4.0])), torch.tensor([1.0, 2.0, 3.0, 4.0]).expand(3, 4))
+  row = [1.5, 2.0, 3.0, 4.0]  # into an unrealized constant, cast to its dtype
+  check(Tensor.zeros(3, 4, dtype="int32").copy_(Tensor(row)), torch.zeros(3, 4, dtype=torch.int32).copy_(torch.tensor(row)))
   u = x.uniform_(2, 3).numpy()
   assert u.min() >= 2 and u.max() < 3 and len(np.unique(u)) > 1
   assert abs(float(Tensor.zeros(4000).normal_(1.0, 2.0).std().item()) - 2.0) < 0.2

@@ -57,7 +57,8 @@ class InPlaceMixin:
     return self._update(type(self).zeros_like(self), "zero_")
   def copy_(self: Tensor, src: Tensor | Any) -> Tensor:
     """src's values (broadcast to this shape, cast to this dtype, moved to this device) written into this tensor."""
-    return self.assign(src)
+    src = src if isinstance(src, type(self)) else type(self)(src, device=self.device, dtype=self.dtype)
+    return self._update(src.to(self.device).cast(self.dtype)._broadcast_to(self.shape), "copy_")
   def uniform_(self: Tensor, a: float = 0.0, b: float = 1.0) -> Tensor:
     """Every element drawn uniformly from [a, b), in place."""
     return self._update(type(self).uniform(*self.shape, low=a, high=b, dtype=self.dtype, device=self.device), "uniform_")
