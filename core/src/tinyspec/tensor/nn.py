@@ -561,9 +561,11 @@ class NNMixin:
     def weight(w: np.ndarray, a: int) -> Tensor: return type(self)(w.reshape((-1,) + (1,) * (self.ndim - a - 1)), dtype=x.dtype, device=self.device)
     if mode == "bicubic":
       for a, (n, m, ratio) in axes:  # each output the weighted sum of its four taps along this axis
-        x = functools.reduce(lambda p, q: p + q, [x[(slice(None),) * a + (i,)] * weight(w, a) for i, w in _cubic_taps(n, m, ratio, align_corners)])
-    for a, (i0, i1, w) in taps if mode != "bicubic" else []:
-      lead, w = (slice(None),) * a, weight(w, a)
-      x = x[lead + (i0,)] * (1 - w) + x[lead + (i1,)] * w
+        terms = [x[(slice(None),) * a + (i,)] * weight(w, a) for i, w in _cubic_taps(n, m, ratio, align_corners)]
+        x = sum(terms[1:], terms[0])
+    else:
+      for a, (i0, i1, w) in taps:
+        lead, w = (slice(None),) * a, weight(w, a)
+        x = x[lead + (i0,)] * (1 - w) + x[lead + (i1,)] * w
     if x.dtype == self.dtype or dtypes.is_float(self.dtype): return x.cast(self.dtype)
     return x.round().clip(self.dtype.min, self.dtype.max).cast(self.dtype)
