@@ -1,7 +1,7 @@
 """Tensor: a lazy n-dimensional array. Its value is `uop`, a tensor graph of seed 001's ops; `realize()` computes it into a
 BUFFER on the tensor's device. Nothing runs before that: every op below only builds UOps.
 
-Making Tensors from UOps (the mixins in reduce.py, nn.py, random.py, movement.py and indexing.py must not import this module):
+Making Tensors from UOps (the mixin modules beside this one must not import it; they reach Tensor through `type(self)`):
   Tensor._from_uop(uop, device=None)  wraps a tensor-graph UOp as it is, no copy. A graph of constants only has no device
                                       (CONST carries none), so the Tensor keeps `device` for it (default Device.DEFAULT).
   t._new(uop)                         the same with t's device as that fallback: what every op on t uses.
