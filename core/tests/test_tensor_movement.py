@@ -278,6 +278,16 @@ def test_setitem_writes_the_buffer():
   want[N > 0] = 1
   check(t, want)
 
+def test_setitem_and_in_place_on_a_sharded_tensor():
+  """Over several devices the shards take the updated value (a slice is not written in place there)."""
+  t = Tensor(N).shard(("PYTHON:0", "PYTHON:1"), 0).realize()
+  t[1, 0] = 100.0
+  t[:, 2, ::2] = Tensor([5.0, 6.0])
+  t.add_(1)
+  want = N.copy(); want[1, 0] = 100; want[:, 2, ::2] = [5, 6]
+  check(t, want + 1)
+  assert t.device == ("PYTHON:0", "PYTHON:1")
+
 def test_setitem_errors_change_nothing():
   t = Tensor(N).realize()
   with pytest.raises(ValueError, match=r"value of shape \(3,\) does not broadcast to the indexed shape \(4,\)"): t[0, 0] = Tensor([1.0, 2.0, 3.0])

@@ -176,7 +176,8 @@ class IndexingMixin:
     value = (value if isinstance(value, T) else T(value, device=self.device, dtype=self.dtype)).to(self.device).cast(self.dtype)
     if self.uop.op is Ops.AFTER: self.realize()  # a pending write lands first
     base, moves = movement_base(self.uop)
-    if base.op is Ops.BUFFER and not moves & {Ops.EXPAND, Ops.PAD} and _is_region(indices):  # written now, into the buffer
+    one_buffer = base.op is Ops.BUFFER and not isinstance(self.device, tuple) and not moves & {Ops.EXPAND, Ops.PAD}
+    if one_buffer and _is_region(indices):  # written now, into the buffer
       region = self[indices]
       region.assign(_fitted(value, region.shape, "setitem"))
     else: self._update(self._with_written(indices, value), "setitem")
