@@ -612,8 +612,7 @@ class Tensor(MovementMixin, IndexingMixin, InPlaceMixin, ReduceMixin, SortMixin,
     base, v = self, None if reverse else _scalar(y)
     if v in (0.5, -0.5) and not isinstance(v, bool): return self.sqrt() if v > 0 else self.rsqrt()
     if v is not None and not isinstance(v, bool) and float(v).is_integer() and abs(v) <= 2 ** 31:
-      if self.dtype == dtypes.bool: base = self.cast(dtypes.default_int if isinstance(v, int) else dtypes.default_float)
-      else: base = self.cast(scalar_dtype(self.dtype, v))
+      base = self.cast(scalar_dtype(self.dtype, v))  # a bool base takes the default int or float
       if not dtypes.is_float(base.dtype):
         if v < 0: raise RuntimeError("integers to negative integer powers are not allowed")
         return base._int_pow(int(v))

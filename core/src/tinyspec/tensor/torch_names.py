@@ -493,9 +493,8 @@ class TorchNamesMixin:
     """The elements at `index` into the flattened tensor (negative counts from the end), shaped as index, as torch.take. An
     index out of range gives 0, as gather's."""
     if not dtypes.is_int(index.dtype): raise RuntimeError(f"take: index must be an integer tensor, got {index.dtype}")
-    n = self.numel()
-    flat = (index < 0).where(index + n, index).flatten()
-    return self.flatten().gather(0, flat).reshape(index.shape)
+    flat = self.flatten()
+    return flat.gather(0, flat._index_tensor(index.flatten(), 0)).reshape(index.shape)
   def signbit(self: Tensor) -> Tensor:
     """Whether the sign bit is set: true for -0.0 and negative nan too."""
     if dtypes.is_float(self.dtype): return self.bitcast(next(d for d in SINTS if d.itemsize == self.dtype.itemsize)) < 0

@@ -115,7 +115,7 @@ class OneCycleLR(LRScheduler):
     if anneal_strategy not in ("cos", "linear"): raise ValueError(f"OneCycleLR: anneal_strategy must be 'cos' or 'linear', got {anneal_strategy!r}")
     if cycle_momentum: raise ValueError("OneCycleLR: cycle_momentum=True is not supported (tinyspec's optimizers keep their momentum); pass False")
     self.total_steps, self.anneal = total_steps, anneal_strategy
-    start, self.max_lr = max_lr / div_factor, max_lr
+    start = max_lr / div_factor
     end, peak = start / final_div_factor, float(pct_start * total_steps) - 1  # the step where the rate reaches max_lr
     # (last step of the phase, its first rate, its last rate), as PyTorch's phases
     self.phases = [(peak, start, max_lr), (2 * peak, max_lr, start), (total_steps - 1.0, start, end)] if three_phase else \
