@@ -196,6 +196,13 @@ def test_pow_negative_bases():
   check((-2.0) ** Tensor(exps), (-2.0) ** tt(exps))
   raises_like(lambda: Tensor(ib) ** -1, lambda: tt(ib) ** -1, match="negative")
 
+def test_pow_of_a_bool_base():
+  """A bool base takes the Python exponent's default dtype (tinyspec's default int is int32), int64 past its range."""
+  b = np.array([True, False, True])
+  check(Tensor(b) ** 3, tt(b) ** 3, "int32")
+  check(Tensor(b) ** 2.0, tt(b) ** 2.0)
+  check(Tensor(b) ** 2 ** 31, tt(b) ** 2 ** 31)
+
 @pytest.mark.parametrize("bdt, edt", [("int64", "int64"), ("int32", "int32"), ("uint8", "int8"), ("int8", "uint8"), ("int16", "int16"),
                                       ("uint8", "uint8")])
 def test_integer_pow_is_exact_and_wraps_as_pytorch(bdt, edt):
