@@ -139,6 +139,18 @@ def broadcast_const(value: Any, dtype: DType, shape: tuple[int, ...]) -> UOp:
   c = c.reshape((1,) * len(shape))
   return c if all(s == 1 for s in shape) else c.expand(shape)
 
+@functools.lru_cache(maxsize=256)
+def iota(n: int, dtype: DType) -> UOp:
+  """0, 1, ..., n-1 without a reduction: over k = bits(n) axes of size 2, axis j holds [0, 2^(k-1-j)] (a padded CONST),
+  and their broadcast sum read in row-major order counts in binary; shrunk to n. O(log n) nodes, one elementwise kernel.
+  Cached: UOps are immutable, and building the log n axes cost more than the kernels of a small topk."""
+  k = max(n - 1, 0).bit_length()
+  out = broadcast_const(0, dtype, (2,) * k)
+  for j in range(k):
+    digit = broadcast_const(1 << (k - 1 - j), dtype, (1,)).pad((1,), (2,))  # [0, 2^(k-1-j)]
+    out = out + digit.reshape((1,) * j + (2,) + (1,) * (k - 1 - j)).expand((2,) * k)
+  return out.reshape((1 << k,)).shrink((0,), (n,)) if (1 << k) != n else out.reshape((n,))
+
 PAD_MODES = ("constant", "reflect", "replicate", "circular")
 _EDGE_INDEX = {  # for positions i of the padded axis counted from the input's start (negative before it), the input position read
   "reflect": lambda i, n: np.abs((i + (n - 1)) % (2 * n - 2) - (n - 1)) if n > 1 else np.zeros_like(i),  # mirrored, the edge once

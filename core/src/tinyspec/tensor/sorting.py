@@ -81,23 +81,29 @@ def _bitonic_order(x: Tensor, descending: bool, index_dtype: DType) -> Tensor:
   state = [key.pad(pad, value=dtypes.uint64.max), index.cast(dtypes.uint64).pad(pad, value=dtypes.uint64.max)]
   return _bitonic(state, lambda lo, hi: before(hi, lo))[1].cast(index_dtype).shrink(tuple((0, s) for s in x.shape))
 
+DIGIT_BITS = 4  # a radix select settles this many bits per counting pass (2**DIGIT_BITS - 1 trials at once)
+
 def _smallest_keys(key: Tensor, k: int) -> Tensor:
   """A bool mask of each row's k smallest keys (unsigned ints, ..., n), ties to the earlier index. The k-th smallest
-  (key, index) pair is found bit by bit from the top (a radix select, one counting reduction per bit: the key's, then
-  the index's among the keys equal to the k-th), and every pair up to it is kept."""
+  (key, index) pair is found a digit at a time from the top (a radix select: the key's digits, then the index's among
+  the keys equal to the k-th), and every pair up to it is kept. Each digit is one counting reduction: for every trial
+  digit d, how many pairs come before the k-th's digits so far with d in place; the digit is the largest d with fewer
+  than k before it, which is how many of the trials have fewer than k, since the counts grow with d."""
   n = key.shape[-1]
   index = type(key).arange(n, dtype=dtypes.int32, device=key.device)
-  def below(trial_key: Tensor, trial_index: Tensor | None = None) -> Tensor:  # how many pairs come before (trial_key, trial_index)
-    before = key < trial_key if trial_index is None else (key < trial_key) | ((key == trial_key) & (index < trial_index))
-    return before.sum(-1, keepdim=True, dtype=dtypes.int32)
-  kth_key = key.shrink(tuple((0, s) for s in key.shape[:-1]) + ((0, 1),)).zeros_like()
-  for bit in reversed(range(8 * key.dtype.itemsize)):
-    # fewer than k before the trial: the k-th is not before it. Stored each step (one value per row), not a chain of
-    # selects that every later kernel would recompute per element
-    kth_key = (below(trial := kth_key | (1 << bit)) < k).where(trial, kth_key).contiguous()
-  kth_index = kth_key.zeros_like().cast(dtypes.int32)
-  for bit in reversed(range((n - 1).bit_length())):
-    kth_index = (below(kth_key, trial := kth_index | (1 << bit)) < k).where(trial, kth_index).contiguous()
+  def settle(bits: int, dtype: DType, before) -> Tensor:  # the k-th's value of `bits` bits, a digit per pass
+    digits = type(key).arange(1, 1 << DIGIT_BITS, dtype=dtype, device=key.device)
+    found = key.shrink(tuple((0, s) for s in key.shape[:-1]) + ((0, 1),)).zeros_like().cast(dtype)
+    for shift in reversed(range(0, bits, DIGIT_BITS)):
+      trials = (found | (digits << shift)).unsqueeze(-1)  # (..., trials, 1) against the pairs (..., 1, n)
+      counts = before(trials).sum(-1, dtype=dtypes.int32)
+      # stored each pass (one value per row), not a chain of selects that every later kernel would recompute per element
+      found = (found | ((counts < k).sum(-1, keepdim=True, dtype=dtypes.int32).cast(dtype) << shift)).contiguous()
+    return found
+  pairs_key, pairs_index = key.unsqueeze(-2), index.unsqueeze(-2)
+  kth_key = settle(8 * key.dtype.itemsize, key.dtype, lambda trial: pairs_key < trial)
+  tied = kth_key.unsqueeze(-1)
+  kth_index = settle(max((n - 1).bit_length(), 1), dtypes.int32, lambda trial: (pairs_key < tied) | ((pairs_key == tied) & (pairs_index < trial)))
   return (key < kth_key) | ((key == kth_key) & (index <= kth_index))
 
 def _top_by_selection(x: Tensor, k: int, largest: bool) -> tuple[Tensor, Tensor]:
@@ -155,7 +161,11 @@ class SortMixin:
     rows, n = (math.prod(self.shape) // self.shape[d], self.shape[d]) if self.ndim else (1, 1)
     # where a sort would be the bitonic network's (rows * n * log2(n)^2 / 2 work), a small k selects first (rows * n * k)
     if 0 < k and rows * n * n > RANK_WORK and 2 * k <= (n - 1).bit_length() ** 2:
-      values, indices = _top_by_selection(self.transpose(d, -1), k, largest)
+      x = self.transpose(d, -1)
+      if k == 1:  # the first smallest key: an argmin, and the value read there (the slope goes to that one element)
+        indices = _ordered_bits(x, largest).argmin(-1, keepdim=True).cast(position_dtype(n))
+        values = x.gather(-1, indices)
+      else: values, indices = _top_by_selection(x, k, largest)
       return values.transpose(d, -1), indices.transpose(d, -1)
     values, indices = self.sort(d, descending=largest)
     window = tuple((0, k) if a == d else None for a in range(self.ndim))

@@ -40,6 +40,7 @@ from tinyspec.tensor.movement import (
   broadcast_const,
   broadcast_shape,
   check_bytes,
+  iota,
   movement_base,
   no_negative_sizes,
   resolve_dim,
@@ -470,15 +471,7 @@ class Tensor(MovementMixin, IndexingMixin, InPlaceMixin, ReduceMixin, SortMixin,
     return type(self).empty(self.shape, dtype=dtype or self.dtype, device=device or self.device)
 
   @classmethod
-  def _iota(cls, n: int, dtype: DType, device: str | None) -> Tensor:
-    """0, 1, ..., n-1 without a reduction: over k = bits(n) axes of size 2, axis j holds [0, 2^(k-1-j)] (a padded CONST),
-    and their broadcast sum read in row-major order counts in binary; shrunk to n. O(log n) nodes, one elementwise kernel."""
-    k = max(n - 1, 0).bit_length()
-    out = broadcast_const(0, dtype, (2,) * k)
-    for j in range(k):
-      digit = broadcast_const(1 << (k - 1 - j), dtype, (1,)).pad((1,), (2,))  # [0, 2^(k-1-j)]
-      out = out + digit.reshape((1,) * j + (2,) + (1,) * (k - 1 - j)).expand((2,) * k)
-    return cls._from_uop(out.reshape((1 << k,)).shrink((0,), (n,)) if (1 << k) != n else out.reshape((n,)), _dev(device))
+  def _iota(cls, n: int, dtype: DType, device: str | None) -> Tensor: return cls._from_uop(iota(n, dtype), _dev(device))
   @classmethod
   def arange(cls, start: Scalar, stop: Scalar | None = None, step: Scalar = 1, dtype: DType | str | None = None,
              device: str | None = None, requires_grad: bool | None = None) -> Tensor:
