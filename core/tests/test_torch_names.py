@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from test_ops_torch import check
 from tinyspec import Tensor, dtypes
+from tinyspec.tensor import sorting
 
 torch = pytest.importorskip("torch")
 rng = np.random.default_rng(11)
@@ -139,6 +140,18 @@ def test_torch_keywords_refuse_the_argument_twice():
 @pytest.mark.parametrize("name, ours, theirs, arrays", CASES, ids=[c[0] for c in CASES])
 def test_against_pytorch(name, ours, theirs, arrays):
   check(ours, theirs or ours, *arrays)
+
+ONE_NAN = np.where(np.eye(3, 4, 1, dtype=bool), np.nan, A)  # one nan in each row (PyTorch's pick among nans is its own)
+
+@pytest.mark.parametrize("select", [False, True], ids=["sort", "radix_select"])
+def test_kthvalue_and_medians_by_sort_and_by_selection(select, monkeypatch):
+  """kthvalue, median(dim) and nanmedian(dim) select by radix where a sort would be the bitonic network's (forced here):
+  values, indices and the slope to the element picked, as PyTorch's; nan counts after every number."""
+  if select: monkeypatch.setattr(sorting, "RANK_WORK", 0)
+  for name, args, x in (("kthvalue", (2, 1), A), ("kthvalue", (2, 0, True), T3), ("kthvalue", (3, 1), T3),
+                        ("kthvalue", (4, 1), ONE_NAN), ("kthvalue", (3, 1), ONE_NAN), ("median", (1,), A),
+                        ("median", (0, True), NANS), ("nanmedian", (1,), NANS), ("nanmedian", (0, True), NANS)):
+    check(same(name, *args), same(name, *args), x)
 
 def test_edge_values_of_atan2_hypot_sinc_signbit():
   """Signed zeros, infinities and nan in every pairing: C's atan2 values (+-pi at (+-0, -0)), hypot(inf, nan) = inf,

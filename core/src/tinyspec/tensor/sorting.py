@@ -83,14 +83,13 @@ def _bitonic_order(x: Tensor, descending: bool, index_dtype: DType) -> Tensor:
 
 DIGIT_BITS = 4  # a radix select settles this many bits per counting pass (2**DIGIT_BITS - 1 trials at once)
 
-def _smallest_keys(key: Tensor, k: int) -> Tensor:
-  """A bool mask of each row's k smallest keys (unsigned ints, ..., n), ties to the earlier index. The k-th smallest
-  (key, index) pair is found a digit at a time from the top (a radix select: the key's digits, then the index's among
-  the keys equal to the k-th), and every pair up to it is kept. Each digit is one counting reduction: for every trial
-  digit d, how many pairs come before the k-th's digits so far with d in place; the digit is the largest d with fewer
-  than k before it, which is how many of the trials have fewer than k, since the counts grow with d."""
+def _kth_pair(key: Tensor, k: int | Tensor) -> tuple[Tensor, Tensor]:
+  """Each row's k-th smallest (key, index) pair ((..., 1) each; k from 1, one for all rows or a tensor of one per row) of
+  the unsigned int keys (..., n), found a digit at a time from the top (a radix select: the key's digits, then the
+  index's among the keys equal to the k-th's). Each digit is one counting reduction: for every trial digit d, how many
+  pairs come before the k-th's digits so far with d in place; the digit is the largest d with fewer than k before it,
+  which is how many of the trials have fewer than k, since the counts grow with d."""
   n = key.shape[-1]
-  index = type(key).arange(n, dtype=dtypes.int32, device=key.device)
   def settle(bits: int, dtype: DType, before) -> Tensor:  # the k-th's value of `bits` bits, a digit per pass
     digits = type(key).arange(1, 1 << DIGIT_BITS, dtype=dtype, device=key.device)
     found = key.shrink(tuple((0, s) for s in key.shape[:-1]) + ((0, 1),)).zeros_like().cast(dtype)
@@ -100,10 +99,17 @@ def _smallest_keys(key: Tensor, k: int) -> Tensor:
       # stored each pass (one value per row), not a chain of selects that every later kernel would recompute per element
       found = (found | ((counts < k).sum(-1, keepdim=True, dtype=dtypes.int32).cast(dtype) << shift)).contiguous()
     return found
-  pairs_key, pairs_index = key.unsqueeze(-2), index.unsqueeze(-2)
+  pairs_key, pairs_index = key.unsqueeze(-2), type(key).arange(n, dtype=dtypes.int32, device=key.device).unsqueeze(-2)
   kth_key = settle(8 * key.dtype.itemsize, key.dtype, lambda trial: pairs_key < trial)
   tied = kth_key.unsqueeze(-1)
   kth_index = settle(max((n - 1).bit_length(), 1), dtypes.int32, lambda trial: (pairs_key < tied) | ((pairs_key == tied) & (pairs_index < trial)))
+  return kth_key, kth_index
+
+def _smallest_keys(key: Tensor, k: int) -> Tensor:
+  """A bool mask of each row's k smallest keys (unsigned ints, ..., n), ties to the earlier index: every pair up to the
+  k-th smallest."""
+  kth_key, kth_index = _kth_pair(key, k)
+  index = type(key).arange(key.shape[-1], dtype=dtypes.int32, device=key.device)
   return (key < kth_key) | ((key == kth_key) & (index <= kth_index))
 
 def _top_by_selection(x: Tensor, k: int, largest: bool) -> tuple[Tensor, Tensor]:
@@ -172,16 +178,25 @@ class SortMixin:
     return (values.shrink(window), indices.shrink(window)) if self.ndim else (values, indices)
 
   def kthvalue(self: Tensor, k: int, dim: int = -1, keepdim: bool = False) -> ValuesIndices:
-    """(values, indices) of the k-th smallest (k from 1) along `dim`, as torch.kthvalue; equal values count in their order
-    (PyTorch's index among equal values is whichever its selection ends on)."""
+    """(values, indices) of the k-th smallest (k from 1) along `dim`, as torch.kthvalue; nan after every number, equal
+    values count in their order (PyTorch's index among equal values is whichever its selection ends on)."""
     d = resolve_dim(dim, self.ndim)
     n = self.shape[d] if self.ndim else 1
     if not 1 <= k <= n: raise RuntimeError(f"kthvalue: k={k} is out of range for dimension {dim} of shape {self.shape}")
-    values, indices = self.sort(d)
-    if not self.ndim: return ValuesIndices(values, indices)
-    pick = tuple((k - 1, k) if a == d else None for a in range(self.ndim))
-    values, indices = values.shrink(pick), indices.shrink(pick)
+    if not self.ndim: return ValuesIndices(self, type(self).zeros((), dtype=position_dtype(1), device=self.device))
+    values, indices = self._kth_smallest(d, k)
     return ValuesIndices(values, indices) if keepdim else ValuesIndices(values.squeeze(d), indices.squeeze(d))
+
+  def _kth_smallest(self: Tensor, d: int, k: int | Tensor) -> tuple[Tensor, Tensor]:
+    """The k-th smallest along axis d (k from 1: an int, or a tensor of self's shape with d of size 1) and its index, d
+    kept (size 1). Where a sort would be the bitonic network's, a radix select finds it without sorting (_kth_pair)."""
+    n, x = self.shape[d], self.transpose(d, -1)
+    if math.prod(x.shape[:-1]) * n * n > RANK_WORK:
+      indices = _kth_pair(_ordered_bits(x, False), k if isinstance(k, int) else k.transpose(d, -1))[1].cast(position_dtype(n))
+    else:
+      order = x.sort(-1)[1]
+      indices = order[..., k - 1:k] if isinstance(k, int) else order.gather(-1, k.transpose(d, -1).cast(order.dtype) - 1)
+    return x.gather(-1, indices).transpose(d, -1), indices.transpose(d, -1)  # gathered: the slope goes to that element
 
   def mode(self: Tensor, dim: int = -1, keepdim: bool = False) -> ValuesIndices:
     """(values, indices) of the most frequent value along `dim`, the smallest of those equally frequent, and the last

@@ -296,9 +296,7 @@ class TorchNamesMixin:
     if dim is None: return self._whole_median("median")
     d = resolve_dim(dim, self.ndim)
     if self.ndim and self.shape[d] == 0: raise IndexError(f"median: cannot take the median of an empty dim {dim} of shape {self.shape}")
-    values, indices = self.sort(d)
-    k = (self.shape[d] - 1) // 2 if self.ndim else 0
-    v, i = (values, indices) if not self.ndim else (values[_at(d, slice(k, k + 1))], indices[_at(d, slice(k, k + 1))])
+    v, i = self.kthvalue((self.shape[d] - 1) // 2 + 1 if self.ndim else 1, d, keepdim=True)
     if dtypes.is_float(self.dtype) and self.ndim:  # the first nan, where there is one: PyTorch's median propagates nan
       nan = self.isnan()
       first_nan = nan.cast(dtypes.int32).argmax(d, keepdim=True).cast(i.dtype)
@@ -314,10 +312,8 @@ class TorchNamesMixin:
     d = resolve_dim(dim, self.ndim)
     if self.ndim and self.shape[d] == 0: raise IndexError(f"nanmedian: cannot take the median of an empty dim {dim} of shape {self.shape}")
     if not dtypes.is_float(self.dtype) or not self.ndim: return self.median(dim, keepdim)
-    values, indices = self.sort(d)  # nan last, in order
     numbers = (~self.isnan()).cast(dtypes.int32).sum(d, keepdim=True, dtype=dtypes.int32)
-    k = ((numbers - 1) // 2).maximum(0).cast(indices.dtype)  # the lower median among the numbers; 0 (the first nan) if none
-    v, i = values.gather(d, k), indices.gather(d, k)
+    v, i = self._kth_smallest(d, ((numbers - 1) // 2).maximum(0) + 1)  # the lower median among the numbers (nan last); the first nan if none
     return ValuesIndices(v, i) if keepdim else ValuesIndices(v.squeeze(d), i.squeeze(d))
 
   def _whole_median(self: Tensor, name: str) -> Tensor:
