@@ -124,10 +124,16 @@ _ERFINV_CENTRAL = (1.50140941, 0.246640727, -0.00417768164, -0.00125372503, 0.00
                    3.43273939e-07, 2.81022636e-08)
 _ERFINV_TAIL = (2.83297682, 1.00167406, 0.00943887047, -0.0076224613, 0.00573950773, -0.00367342844, 0.00134934322,
                 0.000100950558, -0.000200214257)
-# Stirling's series for lgamma(x) - ((x - 1/2) log x - x + log(2 pi) / 2) in 1 / x, and the asymptotic series for
-# digamma(x) - log x in 1 / x: both below 1e-9 from x = 8 on
-_LGAMMA_STIRLING = (1 / 12, -1 / 360, 1 / 1260, -1 / 1680)
-_DIGAMMA_ASYMPTOTIC = (-1 / 12, 1 / 120, -1 / 252, 1 / 240, -1 / 132)
+def _bernoulli(n: int) -> list[Fraction]:
+  """The Bernoulli numbers B_0 .. B_n (B_1 = -1/2), from sum_{j <= m} C(m + 1, j) B_j = 0."""
+  b = [Fraction(1)]
+  for m in range(1, n + 1): b.append(-sum(math.comb(m + 1, j) * b[j] for j in range(m)) / (m + 1))
+  return b
+# Stirling's series for lgamma(x) - ((x - 1/2) log x - x + log(2 pi) / 2) in 1 / x (B_2k / (2k (2k - 1)) x^(1-2k)), and
+# the asymptotic series for digamma(x) - log x + 1 / 2x (-B_2k / 2k x^-2k): 8 terms each, to float64's precision from x = 8 on
+_B = _bernoulli(16)
+_LGAMMA_STIRLING = tuple(float(_B[2 * k] / (2 * k * (2 * k - 1))) for k in range(1, 9))
+_DIGAMMA_ASYMPTOTIC = tuple(float(-_B[2 * k] / (2 * k)) for k in range(1, 9))
 _GAMMA_SHIFT = 8  # lgamma and digamma below 8 come from x + 8 by the recurrence Gamma(x + 1) = x Gamma(x)
 
 def _tanh_taylor(terms: int) -> tuple[float, ...]:
@@ -139,12 +145,15 @@ def _tanh_taylor(terms: int) -> tuple[float, ...]:
 _TANH_NEAR_0 = {4: _tanh_taylor(9), 8: _tanh_taylor(18)}
 
 def _zeta(k: int) -> float:
-  """Riemann's zeta at an integer k >= 2: the first 100 terms, then Euler-Maclaurin's tail (to double precision)."""
+  """Riemann's zeta at an integer k >= 2: the first 99 terms, then Euler-Maclaurin's tail from n = 100 to its n^(-k-5)
+  term (the next is below 1e-18: double precision)."""
   n = 100
-  return sum(i ** -k for i in range(1, n)) + n ** (1 - k) / (k - 1) + n ** -k / 2 + k * n ** (-k - 1) / 12
+  tail = n ** (1 - k) / (k - 1) + n ** -k / 2 + k * n ** (-k - 1) / 12 - k * (k + 1) * (k + 2) * n ** (-k - 3) / 720
+  return sum(i ** -k for i in reversed(range(1, n))) + tail + k * (k + 1) * (k + 2) * (k + 3) * (k + 4) * n ** (-k - 5) / 30240
 
-# lgamma(1 + z) = -gamma z + sum_k (-1)^k zeta(k) / k z^k (Euler-Mascheroni gamma); to 1e-9 for |z| <= 1/2
-_LGAMMA_NEAR_1 = (0.0, -0.5772156649015329, *((-1) ** k * _zeta(k) / k for k in range(2, 26)))
+# lgamma(1 + z) = -gamma z + sum_k (-1)^k zeta(k) / k z^k (Euler-Mascheroni gamma), for |z| <= 1/2 where the k-th term
+# is about 2^-k / k: to float32's precision by k = 25, float64's by k = 51
+_LGAMMA_NEAR_1 = {size: (0.0, -0.5772156649015329, *((-1) ** k * _zeta(k) / k for k in range(2, last + 1))) for size, last in ((4, 25), (8, 51))}
 
 
 class PointwiseMixin:
@@ -316,7 +325,7 @@ class PointwiseMixin:
       t = xs - n  # in [1/2, 3/2)
       product = t
       for i in range(1, _GAMMA_SHIFT - 1): product = product * (n > i).where(t + i, 1.0)
-      near = _poly(t - 1, _LGAMMA_NEAR_1) + (n > 0).where(product, 1.0).log()
+      near = _poly(t - 1, _LGAMMA_NEAR_1[x.dtype.itemsize]) + (n > 0).where(product, 1.0).log()
       r = y.reciprocal()
       stirling = (y - 0.5) * y.log() - y + 0.5 * math.log(2 * math.pi) + r * _poly(r * r, _LGAMMA_STIRLING)
       return small.where(near, stirling)
