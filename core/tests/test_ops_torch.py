@@ -71,6 +71,20 @@ def test_the_odd_functions_have_their_slope_at_zero():
     f(x).sum().backward()
     assert abs(x.grad.item() - slope) < 1e-6, f.__name__
 
+def test_cos_and_cosh_near_zero_and_the_hyperbolics_far_out_match_pytorch():
+  """cos and cosh near 0 and at it, both signs: their slopes -sin x and sinh x to float32's precision (cos's slope was read
+  at x - pi/2 rounded, 4e-8 at 0; cosh's was a difference of exponentials, 3e-4 off at 1e-4); cosh and sinh past 20 to
+  2 ulp."""
+  near = np.array([0.0, -0.0, 1e-30, 1e-8, -1e-8, 1e-4, -3e-3, 0.5, -0.7, 0.78, 0.79], np.float32)
+  for ours, theirs in ((Tensor.cos, torch.cos), (Tensor.cosh, torch.cosh)):
+    x, tx = Tensor(near, requires_grad=True), torch.tensor(near, requires_grad=True)
+    ours(x).sum().backward(); theirs(tx).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=3e-7, atol=0, err_msg=ours.__name__)
+    np.testing.assert_allclose(ours(Tensor(near)).numpy(), theirs(torch.tensor(near)).numpy(), rtol=2e-7, atol=0)
+  far = np.array([20.5, -33.3, 47.9, 80.1, -88.9, 89.41], np.float32)  # e^|x| / 2: was 24 ulp off, e^(|x| - ln 2) rounding |x| - ln 2
+  for ours, theirs in ((Tensor.cosh, torch.cosh), (Tensor.sinh, torch.sinh)):
+    np.testing.assert_allclose(ours(Tensor(far)).numpy(), theirs(torch.tensor(far)).numpy(), rtol=3e-7, atol=0, err_msg=ours.__name__)
+
 def test_two_argument_functions():
   y = X[::-1].copy()
   check(lambda a, b: a.logaddexp(b), torch.logaddexp, X, y)

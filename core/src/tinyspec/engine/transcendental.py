@@ -310,7 +310,7 @@ def sin_cos(x: UOp, p: int) -> UOp:
   """sin(x) (p = 0) or cos(x) (p = 1) of a float32 or float64 x as +-SIN(R), with x = J pi/2 + R exactly, J = p (mod 2),
   |R| <= pi/2: sin(x) = cos(J pi/2) sin(R) and cos(x) = -sin(J pi/2) sin(R). SIN, native or decomposed, then sees a
   small argument, so cos is as accurate as sin on every device (sin(x + pi/2) would round x + pi/2 first: an error of
-  up to half an ulp of x, which is 0.5 at 1e7 in float32)."""
+  up to half an ulp of x, which is 0.5 at 1e7 in float32). cos below 1/2 is its series."""
   bits, abits, a = _magnitude(x)
   r, q = _reduce(a, abits, 2, p)
   neg = bits < 0
@@ -318,11 +318,18 @@ def sin_cos(x: UOp, p: int) -> UOp:
   # R comes from x's bits, through which no gradient flows: (detach(x) - x) is 0 (and nan for x = +-inf), and gives R the
   # slope 1 that x - J pi/2 has. Subtracted, so that R = -0.0 stays -0.0.
   y = UOp(Ops.SIN, ((a < math.inf).where(neg.where(-r, r), math.nan) - (UOp(Ops.DETACH, (x,)) - x),))
-  return ((big_j + p) & 2).ne(0).where(-y, y)
+  y = ((big_j + p) & 2).ne(0).where(-y, y)
+  if p == 0: return y
+  # cos below 1/2 by its own series in x: SIN's slope there would be read at R = x -+ pi/2 rounded, which has lost x's
+  # low bits (cos's slope at 0 came out 4e-8, 490 ulp off at 1e-3); the series' slope is sin's series, within an ulp
+  # up to 1/2 (and 6 ulp by pi/4, where SIN's is within 1). x is 0 where the series is unused, so its powers stay finite
+  # (the slope passed there is 0 * theirs)
+  near = a < 0.5
+  return near.where(_cos_poly(near.where(x, 0.0)), y)
 
 _LN2_EXACT = decimal.Context(prec=60).ln(2)
 
-def _ln2_parts(dt: DType) -> tuple[float, float]:
+def ln2_parts(dt: DType) -> tuple[float, float]:
   """ln 2 = hi + lo for exp's reduction in dt: hi with as many bits fewer than the format as n = x / ln 2 needs, so n * hi
   is exact."""
   hi = _round_bits(math.log(2), FORMATS[dt][1] + 1 - _exp2_lim(dt).bit_length())
@@ -337,7 +344,7 @@ def exp2_of_reduced(f: UOp, hi: UOp, lo: UOp, k: UOp) -> UOp | None:
   operations instead of 64). It leaves that range only where e**x over- or underflows, and this EXP2 is read only as a
   factor of e**x (its value, and its slope's: isel runs after autodiff), so there it is inf or 0, e**x's own values."""
   if f.dtype not in FORMATS: return None
-  ln2_hi, ln2_lo = _ln2_parts(f.dtype)
+  ln2_hi, ln2_lo = ln2_parts(f.dtype)
   if (hi.arg[0], lo.arg[0], k.arg[0]) != tuple(_c(v, f.dtype).arg[0] for v in (-ln2_hi, -ln2_lo, 1 / math.log(2))): return None
   below, above = f < -UNIT_MARGIN, f > 1 + UNIT_MARGIN
   series = poly(above.where(1 + UNIT_MARGIN, below.where(-UNIT_MARGIN, f)), _exp2_coeffs(f.dtype, 1 + UNIT_MARGIN))
@@ -349,7 +356,7 @@ def exp(x: UOp) -> UOp:
   would round x / ln 2 first, an error of up to |x| half-ulps of the result (88 near float32's overflow). 2**n is
   written into the exponent field (in two factors, as exp2), so it costs no EXP2 and carries no gradient."""
   dt, lim = x.dtype, _exp2_lim(x.dtype)
-  hi, lo = _ln2_parts(dt)
+  hi, lo = ln2_parts(dt)
   t = x * (1 / math.log(2))
   t = (t < -lim).where(-lim, (t > lim).where(lim, t))  # past +-lim r grows instead: EXP2 (or the factors 2**n) over- or underflow
   n = (t < _trunc(t)).where(_trunc(t) + -1.0, _trunc(t))  # floor: 2**n <= e**x, so no factor of the gradient overflows first

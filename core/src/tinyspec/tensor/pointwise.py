@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tinyspec.dtype import dtypes
+from tinyspec.engine import transcendental as T
 from tinyspec.tensor.movement import resolve_dim
 
 if TYPE_CHECKING:
@@ -156,6 +157,13 @@ def _zeta(k: int) -> float:
 _LGAMMA_NEAR_1 = {size: (0.0, -0.5772156649015329, *((-1) ** k * _zeta(k) / k for k in range(2, last + 1))) for size, last in ((4, 25), (8, 51))}
 
 
+def _half_exp(x: Tensor) -> Tensor:
+  """e^x / 2 for x >= 20 as e^(x - hi) e^-lo with ln 2 = hi + lo split as exp's reduction splits it (x - hi is exact
+  here, and e^-lo rounds once): finite up to 89.4 in float32 (e^x alone overflows at 88.7), and within 2 ulp (e^(x - ln 2)
+  rounds x - ln 2 first: up to 24 ulp). Its slope is itself, finite wherever it is."""
+  hi, lo = T.ln2_parts(x.dtype)
+  return (x - hi).exp() * math.exp(-lo)
+
 class PointwiseMixin:
   """Elementwise functions for Tensor beyond the primitives (tensor.py): PyTorch's names and semantics."""
 
@@ -245,19 +253,20 @@ class PointwiseMixin:
     return self._math(f)
   def sinh(self: Tensor) -> Tensor:
     """Odd; for x >= 0, (e + e / (e + 1)) / 2 with e = expm1(x) (that is (e^x - e^-x) / 2 without cancellation for small
-    x), and e^(x - ln 2) past 20 (finite up to 89.4, where e^x alone overflows at 88.7)."""
+    x), and e^x / 2 past 20 (_half_exp)."""
     def f(a: Tensor) -> Tensor:
       big = a > 20
       e = big.where(20.0, a).expm1()
-      return big.where((big.where(a, 20.0) - math.log(2)).exp(), (e + e / (e + 1)) * 0.5)
+      return big.where(_half_exp(big.where(a, 20.0)), (e + e / (e + 1)) * 0.5)
     return self._math(lambda x: _odd(x, f))
   def cosh(self: Tensor) -> Tensor:
-    """(u + 1/u) / 2 with u = exp(|x|), and e^(|x| - ln 2) past 20 (finite up to 89.4)."""
+    """1 + e^2 / 2(1 + e) with e = expm1(|x|) (that is (e^|x| + e^-|x|) / 2, whose slope (e^|x| - e^-|x|) / 2 would cancel
+    near 0: 3e-4 off at 1e-4), and e^|x| / 2 past 20 (_half_exp)."""
     def f(x: Tensor) -> Tensor:
       a = (x < 0).where(-x, x)
       big = a > 20
-      u = big.where(20.0, a).exp()
-      return big.where((big.where(a, 20.0) - math.log(2)).exp(), (u + u.reciprocal()) * 0.5)
+      e = big.where(20.0, a).expm1()
+      return big.where(_half_exp(big.where(a, 20.0)), 1 + e * e / (2 * (e + 1)))
     return self._math(f)
   def asinh(self: Tensor) -> Tensor:
     """Odd; for x >= 0, log1p(x + x^2 / (1 + sqrt(1 + x^2))), accurate near 0, and log(x) + log(2) past 1e9 (x^2 would
