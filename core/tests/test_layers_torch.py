@@ -109,12 +109,14 @@ SCHEDULES = [
   ("step", lambda o: lr_scheduler.StepLR(o, 3, 0.5), lambda o: torch.optim.lr_scheduler.StepLR(o, 3, 0.5), 10),
   ("linear_warmup", lambda o: lr_scheduler.LinearLR(o, 0.1, 1.0, 4), lambda o: torch.optim.lr_scheduler.LinearLR(o, 0.1, 1.0, 4), 8),
   ("cosine", lambda o: lr_scheduler.CosineAnnealingLR(o, 10, 0.01), lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, 10, 0.01), 11),
-  ("one_cycle", lambda o: lr_scheduler.OneCycleLR(o, 1.0, 20), lambda o: torch.optim.lr_scheduler.OneCycleLR(o, 1.0, 20, cycle_momentum=False), 20),
-  ("one_cycle_linear", lambda o: lr_scheduler.OneCycleLR(o, 0.5, 15, pct_start=0.4, anneal_strategy="linear"),
+  ("one_cycle", lambda o: lr_scheduler.OneCycleLR(o, 1.0, 20, cycle_momentum=False),
+   lambda o: torch.optim.lr_scheduler.OneCycleLR(o, 1.0, 20, cycle_momentum=False), 20),
+  ("one_cycle_linear", lambda o: lr_scheduler.OneCycleLR(o, 0.5, 15, pct_start=0.4, anneal_strategy="linear", cycle_momentum=False),
    lambda o: torch.optim.lr_scheduler.OneCycleLR(o, 0.5, 15, pct_start=0.4, anneal_strategy="linear", cycle_momentum=False), 15),
-  ("one_cycle_three_phase", lambda o: lr_scheduler.OneCycleLR(o, 0.5, epochs=4, steps_per_epoch=6, three_phase=True),
+  ("one_cycle_three_phase", lambda o: lr_scheduler.OneCycleLR(o, 0.5, epochs=4, steps_per_epoch=6, three_phase=True, cycle_momentum=False),
    lambda o: torch.optim.lr_scheduler.OneCycleLR(o, 0.5, epochs=4, steps_per_epoch=6, three_phase=True, cycle_momentum=False), 24),
-  ("one_cycle_three_phase_linear", lambda o: lr_scheduler.OneCycleLR(o, 0.5, 17, pct_start=0.25, anneal_strategy="linear", three_phase=True),
+  ("one_cycle_three_phase_linear", lambda o: lr_scheduler.OneCycleLR(o, 0.5, 17, pct_start=0.25, anneal_strategy="linear", three_phase=True,
+                                                          cycle_momentum=False),
    lambda o: torch.optim.lr_scheduler.OneCycleLR(o, 0.5, 17, pct_start=0.25, anneal_strategy="linear", three_phase=True, cycle_momentum=False), 17),
   ("linear_no_iters", lambda o: lr_scheduler.LinearLR(o, 0.5, 1.0, 0), lambda o: torch.optim.lr_scheduler.LinearLR(o, 0.5, 1.0, 0), 4),
   ("multistep", lambda o: lr_scheduler.MultiStepLR(o, [5, 2, 7], 0.5), lambda o: torch.optim.lr_scheduler.MultiStepLR(o, [5, 2, 7], 0.5), 10),
@@ -140,6 +142,41 @@ def test_schedules_set_pytorchs_rates(name, ours, theirs, steps):
   np.testing.assert_allclose(rates, trates, rtol=1e-5, atol=1e-9)
   np.testing.assert_allclose(p.numpy(), tp.detach().numpy(), rtol=1e-5)  # the rates were the ones the steps used
   assert sched.get_last_lr() == [pytest.approx(tsched.get_last_lr()[0], rel=1e-6)]
+
+CYCLED = [  # (id, ours, PyTorch's): optimizers whose momentum (or b1) OneCycleLR cycles
+  ("sgd", lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9), lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9)),
+  ("sgd_nesterov", lambda ps: optim.SGD(ps, lr=0.1, momentum=0.5, nesterov=True),
+   lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.5, nesterov=True)),
+  ("rmsprop", lambda ps: optim.RMSprop(ps, lr=0.01, momentum=0.9), lambda ps: torch.optim.RMSprop(ps, lr=0.01, momentum=0.9)),
+  ("adam", lambda ps: optim.Adam(ps, lr=0.01), lambda ps: torch.optim.Adam(ps, lr=0.01)),
+  ("adamw", lambda ps: optim.AdamW(ps, lr=0.01), lambda ps: torch.optim.AdamW(ps, lr=0.01)),
+]
+
+@pytest.mark.parametrize("three_phase", [False, True])
+@pytest.mark.parametrize("name, ours, theirs", CYCLED, ids=[c[0] for c in CYCLED])
+def test_one_cycle_cycles_the_momentum_as_pytorch(name, ours, theirs, three_phase):
+  """OneCycleLR's default cycle_momentum: the momentum (b1 for Adam) each step, and the parameters it moves (Adam's bias
+  correction 1 - b1^t from the current b1, as PyTorch's), over random gradients."""
+  p0 = rng.standard_normal((4, 3)).astype(np.float32)
+  p, tp = Tensor(p0.copy()), torch.nn.Parameter(torch.tensor(p0))
+  opt, topt = ours([p]), theirs([tp])
+  sched = lr_scheduler.OneCycleLR(opt, 0.05, 12, pct_start=0.3, base_momentum=0.8, max_momentum=0.9, three_phase=three_phase)
+  tsched = torch.optim.lr_scheduler.OneCycleLR(topt, 0.05, 12, pct_start=0.3, base_momentum=0.8, max_momentum=0.9, three_phase=three_phase)
+  key = "betas" if "betas" in topt.param_groups[0] else "momentum"
+  for _ in range(12):
+    theirs_momentum = topt.param_groups[0][key]
+    assert opt._momentum.item() == pytest.approx(theirs_momentum[0] if key == "betas" else theirs_momentum, rel=1e-6)
+    g = rng.standard_normal((4, 3)).astype(np.float32)
+    p.grad, tp.grad = Tensor(g), torch.tensor(g)
+    opt.step(); sched.step(); topt.step(); tsched.step()
+  np.testing.assert_allclose(p.numpy(), tp.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+def test_one_cycle_refuses_an_optimizer_without_momentum_and_changes_nothing():
+  p = Tensor(np.ones(3, np.float32))
+  for opt in (optim.SGD([p], lr=0.1), optim.Adagrad([p], lr=0.1)):
+    with pytest.raises(ValueError, match="cycle_momentum needs an optimizer with a momentum"): lr_scheduler.OneCycleLR(opt, 1.0, 10)
+    assert opt.lr.item() == pytest.approx(0.1) and opt.initial_lr is None
+  with pytest.raises(ValueError, match="has no momentum to set"): optim.SGD([p], lr=0.1).set_momentum(0.5)
 
 def test_lamb_follows_its_rule():
   p0 = rng.standard_normal(5).astype(np.float32)

@@ -6,8 +6,8 @@ A step is one lazy graph: every parameter's new value and every piece of optimiz
 bias corrections) is built from the current buffers and the gradients and assigned into its buffer
 (`Tensor.assign`), and all of it is realized in a single `Tensor.realize` call: the kernels write into the buffers the
 parameters already have, so a step allocates no new memory for them (and the Tensor objects, which models and state
-dicts hold, keep their buffers). Hyperparameters that a schedule may change (the learning rate) and
-per-step values (1 - b1**t, 1 - b2**t) are buffers, not constants, and the state starts as zero buffers, so every step has the
+dicts hold, keep their buffers). Hyperparameters that a schedule may change (the learning rate, the momentum) and
+per-step values (the step counts, 1 - b2**t) are buffers, not constants, and the state starts as zero buffers, so every step has the
 same graph and every one after the first runs from the schedule cache.
 
 `Tensor.realize(loss, *opt.schedule_step())` computes the loss in the same schedule as the update (no second forward)."""
@@ -57,8 +57,18 @@ class Optimizer:
     self.params = [p for p in params if p.requires_grad]
     self.buffers = [p for p in params if not p.requires_grad]
     if not self.params: raise ValueError("optimizer got an empty parameter list (no tensor that requires gradients)")
-    self._lr = Tensor(np.array(lr, np.float32), device=self.params[0].device).realize()  # realized: a copy to several devices is lazy
+    self._lr = self._hyper(lr)
+    self._momentum: Tensor | None = None  # the momentum a schedule may cycle, for the optimizers that have one (_with_momentum)
     self.initial_lr: float | None = None  # the rate its first learning-rate schedule started from (PyTorch's initial_lr)
+
+  def _hyper(self, value: float) -> Tensor:
+    """A 0-d float32 buffer for a hyperparameter a schedule may change, realized now (a copy to several devices is lazy)."""
+    return Tensor(np.array(value, np.float32), device=self.params[0].device).realize()
+  def _with_momentum(self, name: str, value: float) -> None:
+    """Keep hyperparameter `name` (SGD's momentum, Adam's b1) as the attribute and as the buffer the update reads, which
+    set_momentum changes."""
+    setattr(self, name, value)
+    self._momentum, self._momentum_name = self._hyper(value), name
 
   @property
   def lr(self) -> Tensor:
@@ -69,7 +79,17 @@ class Optimizer:
     v = value.numpy() if isinstance(value, Tensor) else value
     self._lr.assign(Tensor(np.array(v, np.float32), device=self._lr.device)).realize()  # in place: a TinyJit capture reads it
 
-  def _lr_on(self, p: Tensor) -> Tensor: return self._lr if p.device == self._lr.device else self._lr.to(p.device)
+  def set_momentum(self, value: float) -> None:
+    """Set the momentum (SGD's, RMSprop's, LARS's and Muon's momentum; the Adam family's b1) as OneCycleLR's momentum
+    cycling does: in place like `lr`, so the step's graph stays the same."""
+    if self._momentum is None:
+      raise ValueError(f"{type(self).__name__}: has no momentum to set (SGD, RMSprop and LARS have one only when built with momentum > 0)")
+    setattr(self, self._momentum_name, value)
+    self._momentum.assign(Tensor(np.array(value, np.float32), device=self._momentum.device)).realize()
+
+  def _on(self, hyper: Tensor, p: Tensor) -> Tensor: return hyper if p.device == hyper.device else hyper.to(p.device)
+  def _lr_on(self, p: Tensor) -> Tensor: return self._on(self._lr, p)
+  def _momentum_on(self, p: Tensor) -> Tensor: return self._on(self._momentum, p)
 
   def _per_parameter(self, value: float = 0.0) -> Tensor:
     """A float32 buffer with one entry per parameter (a step count, a bias correction), realized now."""
@@ -124,6 +144,7 @@ class SGD(Optimizer):
       raise ValueError(f"{type(self).__name__}: lr={lr}, momentum={momentum}, weight_decay={weight_decay} must be >= 0")
     super().__init__(params, lr)
     self.momentum, self.weight_decay, self.nesterov, self.dampening = momentum, weight_decay, nesterov, dampening
+    if momentum: self._with_momentum("momentum", momentum)
     self.b = _zeros_like(self.params) if momentum else []
     # with dampening the first step differs (b = g, undamped): each parameter's steps so far tell it apart
     self.steps = self._per_parameter() if momentum and dampening else None
@@ -134,38 +155,42 @@ class SGD(Optimizer):
   def _update(self, i: int, p: Tensor, g: Tensor) -> list[Tensor]:
     if self.weight_decay: g = g + self.weight_decay * p
     state = []
-    if self.momentum:
-      new = self.momentum * self.b[i] + (1 - self.dampening) * g
+    if self.b:
+      momentum = self._momentum_on(p)
+      new = momentum * self.b[i] + (1 - self.dampening) * g
       b = _set(self.b[i], new if self.steps is None else (_entry(self.steps, i, p) == 1).where(g, new))
-      g, state = (g + self.momentum * b if self.nesterov else b), [b]
+      g, state = (g + momentum * b if self.nesterov else b), [b]
     return [_set(p, p - self._lr_on(p) * g), *state]
 
 
 class Adam(Optimizer):
   """Adam as torch.optim.Adam: g = grad + weight_decay * p (L2, coupled); m and v the moving averages of g and g^2 with
   rates b1 and b2; p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps) at a parameter's step t. t counts the
-  steps that parameter had a gradient in, as PyTorch's: the bias corrections 1 - b^t are buffers holding one entry per
-  parameter, advanced where it has one as 1 - b^(t+1) = (1 - b) + b (1 - b^t), which float32 keeps to its rounding
-  (1 - b2^t from a float32 b2^t would lose four digits to cancellation at b2 = 0.999)."""
+  steps that parameter had a gradient in, as PyTorch's (a buffer of one entry per parameter). 1 - b1^t is -expm1(t log b1)
+  from the current b1, as PyTorch's from its current beta1 (OneCycleLR cycles it); 1 - b2^t is a buffer too, advanced as
+  1 - b2^(t+1) = (1 - b2) + b2 (1 - b2^t). Both keep float32's rounding (1 - b2^t from a float32 b2^t would lose four
+  digits to cancellation at b2 = 0.999)."""
   decoupled = False
 
   def __init__(self, params: Iterable[Tensor], lr: float = 1e-3, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8, weight_decay: float = 0.0):
     if not (0 <= b1 < 1 and 0 <= b2 < 1): raise ValueError(f"{type(self).__name__}: b1={b1} and b2={b2} must be in [0, 1)")
     if lr < 0 or eps < 0 or weight_decay < 0: raise ValueError(f"{type(self).__name__}: lr={lr}, eps={eps}, weight_decay={weight_decay} must be >= 0")
     super().__init__(params, lr)
-    self.b1, self.b2, self.eps, self.weight_decay = b1, b2, eps, weight_decay
+    self._with_momentum("b1", b1)
+    self.b2, self.eps, self.weight_decay = b2, eps, weight_decay
     self.m, self.v = _zeros_like(self.params), _zeros_like(self.params)
-    # 1 - b1^t and 1 - b2^t for each parameter (t = the steps it had a gradient in, 0 at first)
-    self.correction1, self.correction2 = self._per_parameter(), self._per_parameter()
+    # t and 1 - b2^t for each parameter (t = the steps it had a gradient in, 0 at first)
+    self.steps, self.correction2 = self._per_parameter(), self._per_parameter()
 
   def _step_state(self) -> list[Tensor]:
-    return self._advance(*((c, (1 - b) + b * c) for c, b in ((self.correction1, self.b1), (self.correction2, self.b2))))
+    return self._advance((self.steps, self.steps + 1), (self.correction2, (1 - self.b2) + self.b2 * self.correction2))
 
   def _moments(self, i: int, p: Tensor, g: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """Parameter i's moving averages m and v advanced by gradient g (written in place), and its 1 - b1^t, 1 - b2^t on p's
     device."""
-    c1, c2 = _entry(self.correction1, i, p), _entry(self.correction2, i, p)
-    m = _set(self.m[i], self.b1 * self.m[i] + (1 - self.b1) * g)
+    b1, c2 = self._momentum_on(p), _entry(self.correction2, i, p)
+    c1 = -(_entry(self.steps, i, p) * b1.log()).expm1()  # 1 - b1^t; b1 = 0 gives log 0 = -inf, and 1
+    m = _set(self.m[i], b1 * self.m[i] + (1 - b1) * g)
     v = _set(self.v[i], self.b2 * self.v[i] + (1 - self.b2) * (g * g))
     return m, v, c1, c2
 
@@ -211,6 +236,7 @@ class RMSprop(Optimizer):
       raise ValueError(f"RMSprop: lr={lr}, eps={eps}, weight_decay={weight_decay}, momentum={momentum} must be >= 0")
     super().__init__(params, lr)
     self.alpha, self.eps, self.weight_decay, self.momentum, self.centered = alpha, eps, weight_decay, momentum, centered
+    if momentum: self._with_momentum("momentum", momentum)
     self.v = _zeros_like(self.params)
     self.mean_grad = _zeros_like(self.params) if centered else []
     self.b = _zeros_like(self.params) if momentum else []
@@ -223,8 +249,8 @@ class RMSprop(Optimizer):
       a = _set(self.mean_grad[i], self.alpha * self.mean_grad[i] + (1 - self.alpha) * g)
       state, var = [*state, a], v - a * a
     step = g / (var.sqrt() + self.eps)
-    if self.momentum:
-      step = _set(self.b[i], self.momentum * self.b[i] + step)
+    if self.b:
+      step = _set(self.b[i], self._momentum_on(p) * self.b[i] + step)
       state.append(step)
     return [_set(p, p - self._lr_on(p) * step), *state]
 
@@ -272,9 +298,10 @@ class LARS(SGD):
     lr = self._lr_on(p)
     s = trust * (g + self.weight_decay * p) * (lr if self.classic else 1.0)
     state = []
-    if self.momentum:
-      b = _set(self.b[i], self.momentum * self.b[i] + s)
-      s, state = (s + self.momentum * b if self.nesterov else b), [b]
+    if self.b:
+      momentum = self._momentum_on(p)
+      b = _set(self.b[i], momentum * self.b[i] + s)
+      s, state = (s + momentum * b if self.nesterov else b), [b]
     return [_set(p, p - (s if self.classic else lr * s)), *state]
 
 
@@ -308,9 +335,10 @@ class Muon(SGD):
     return x if wide else x.T
 
   def _update(self, i: int, p: Tensor, g: Tensor) -> list[Tensor]:
-    buf = _set(self.b[i], self.momentum * self.b[i] + (1 - self.momentum) * g) if self.momentum else g  # else b is g: SGD kept no buffer
-    state = [buf] if self.momentum else []
-    u = (1 - self.momentum) * g + self.momentum * buf if self.nesterov else buf
+    momentum = self._momentum_on(p) if self.b else 0.0
+    buf = _set(self.b[i], momentum * self.b[i] + (1 - momentum) * g) if self.b else g  # else b is g: SGD kept no buffer
+    state = [buf] if self.b else []
+    u = (1 - momentum) * g + momentum * buf if self.nesterov else buf
     rows, cols = p.shape
     scale = 0.2 * max(rows, cols) ** 0.5 if self.adjust_lr_fn == "match_rms_adamw" else max(1.0, rows / cols) ** 0.5
     lr = self._lr_on(p)
