@@ -153,9 +153,9 @@ def test_bad_gradient_changes_nothing():
   a, b = Tensor(np.ones(2, np.float32)), Tensor(np.ones(3, np.float32))
   opt = Adam([a, b], lr=0.1)
   a.grad, b.grad = Tensor(np.ones(2, np.float32)), Tensor(np.ones(2, np.float32))
-  ua, ub, ut = a.uop, b.uop, opt.steps.uop
+  ua, ub, ut = a.uop, b.uop, opt.correction1.uop
   with pytest.raises(RuntimeError, match=r"parameter 1: gradient of shape \(2,\) for a parameter of shape \(3,\)"): opt.step()
-  assert a.uop is ua and b.uop is ub and opt.steps.uop is ut
+  assert a.uop is ua and b.uop is ub and opt.correction1.uop is ut
 
 def test_requires_grad_and_buffers():
   w, frozen, free = Tensor(np.ones(2, np.float32)), Tensor(np.ones(2, np.float32), requires_grad=False), Tensor(np.ones(1, np.float32))

@@ -166,10 +166,10 @@ class SGD(Optimizer):
 class Adam(Optimizer):
   """Adam as torch.optim.Adam: g = grad + weight_decay * p (L2, coupled); m and v the moving averages of g and g^2 with
   rates b1 and b2; p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps) at a parameter's step t. t counts the
-  steps that parameter had a gradient in, as PyTorch's (a buffer of one entry per parameter). 1 - b1^t is -expm1(t log b1)
-  from the current b1, as PyTorch's from its current beta1 (OneCycleLR cycles it); 1 - b2^t is a buffer too, advanced as
-  1 - b2^(t+1) = (1 - b2) + b2 (1 - b2^t). Both keep float32's rounding (1 - b2^t from a float32 b2^t would lose four
-  digits to cancellation at b2 = 0.999)."""
+  steps that parameter had a gradient in, as PyTorch's. t and the bias corrections are buffers of one entry per parameter,
+  advanced where it has a gradient: 1 - b1^t as -expm1(t log b1) from the current b1, as PyTorch's from its current beta1
+  (OneCycleLR cycles it), 1 - b2^t as 1 - b2^(t+1) = (1 - b2) + b2 (1 - b2^t). Both keep float32's rounding (1 - b2^t
+  from a float32 b2^t would lose four digits to cancellation at b2 = 0.999)."""
   decoupled = False
 
   def __init__(self, params: Iterable[Tensor], lr: float = 1e-3, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8, weight_decay: float = 0.0):
@@ -179,17 +179,18 @@ class Adam(Optimizer):
     self._with_momentum("b1", b1)
     self.b2, self.eps, self.weight_decay = b2, eps, weight_decay
     self.m, self.v = _zeros_like(self.params), _zeros_like(self.params)
-    # t and 1 - b2^t for each parameter (t = the steps it had a gradient in, 0 at first)
-    self.steps, self.correction2 = self._per_parameter(), self._per_parameter()
+    # t, 1 - b1^t and 1 - b2^t for each parameter (t = the steps it had a gradient in, 0 at first)
+    self.steps, self.correction1, self.correction2 = self._per_parameter(), self._per_parameter(), self._per_parameter()
 
   def _step_state(self) -> list[Tensor]:
-    return self._advance((self.steps, self.steps + 1), (self.correction2, (1 - self.b2) + self.b2 * self.correction2))
+    t = self.steps + 1
+    c1 = -(t * self._momentum.log()).expm1()  # b1 = 0 gives log 0 = -inf, and 1
+    return self._advance((self.steps, t), (self.correction1, c1), (self.correction2, (1 - self.b2) + self.b2 * self.correction2))
 
   def _moments(self, i: int, p: Tensor, g: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """Parameter i's moving averages m and v advanced by gradient g (written in place), and its 1 - b1^t, 1 - b2^t on p's
     device."""
-    b1, c2 = self._momentum_on(p), _entry(self.correction2, i, p)
-    c1 = -(_entry(self.steps, i, p) * b1.log()).expm1()  # 1 - b1^t; b1 = 0 gives log 0 = -inf, and 1
+    b1, c1, c2 = self._momentum_on(p), _entry(self.correction1, i, p), _entry(self.correction2, i, p)
     m = _set(self.m[i], b1 * self.m[i] + (1 - b1) * g)
     v = _set(self.v[i], self.b2 * self.v[i] + (1 - self.b2) * (g * g))
     return m, v, c1, c2
