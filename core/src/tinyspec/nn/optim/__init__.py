@@ -59,6 +59,7 @@ class Optimizer:
     if not self.params: raise ValueError("optimizer got an empty parameter list (no tensor that requires gradients)")
     self._lr = self._hyper(lr)
     self._momentum: Tensor | None = None  # the momentum a schedule may cycle, for the optimizers that have one (_with_momentum)
+    self.momentum_name: str | None = None  # which hyperparameter that is ("momentum", "b1"), None where there is none
     self.initial_lr: float | None = None  # the rate its first learning-rate schedule started from (PyTorch's initial_lr)
 
   def _hyper(self, value: float) -> Tensor:
@@ -68,7 +69,7 @@ class Optimizer:
     """Keep hyperparameter `name` (SGD's momentum, Adam's b1) as the attribute and as the buffer the update reads, which
     set_momentum changes."""
     setattr(self, name, value)
-    self._momentum, self._momentum_name = self._hyper(value), name
+    self._momentum, self.momentum_name = self._hyper(value), name
 
   @property
   def lr(self) -> Tensor:
@@ -82,9 +83,9 @@ class Optimizer:
   def set_momentum(self, value: float) -> None:
     """Set the momentum (SGD's, RMSprop's, LARS's and Muon's momentum; the Adam family's b1) as OneCycleLR's momentum
     cycling does: in place like `lr`, so the step's graph stays the same."""
-    if self._momentum is None:
+    if self._momentum is None or self.momentum_name is None:
       raise ValueError(f"{type(self).__name__}: has no momentum to set (SGD, RMSprop and LARS have one only when built with momentum > 0)")
-    setattr(self, self._momentum_name, value)
+    setattr(self, self.momentum_name, value)
     self._momentum.assign(Tensor(np.array(value, np.float32), device=self._momentum.device)).realize()
 
   def _on(self, hyper: Tensor, p: Tensor) -> Tensor: return hyper if p.device == hyper.device else hyper.to(p.device)

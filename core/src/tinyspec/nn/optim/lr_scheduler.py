@@ -7,6 +7,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 from tinyspec.nn.optim import Optimizer
 
@@ -98,12 +99,19 @@ class CosineAnnealingLR(LRScheduler):
   def lr_at(self, t: int) -> float: return self.eta_min + (self.base_lr - self.eta_min) * (1 + math.cos(math.pi * t / self.T_max)) / 2
 
 
+class _Phase(NamedTuple):
+  """One of OneCycleLR's phases: the step it ends at, and the (first, last) rate and momentum it goes between."""
+  last: float
+  rates: tuple[float, float]
+  momenta: tuple[float, float]
+
+
 class OneCycleLR(LRScheduler):
   """The 1cycle policy as torch's OneCycleLR: from max_lr / div_factor up to max_lr over the first pct_start of the steps,
   then down to that start / final_div_factor; with three_phase, back down to the start over as many steps as the way up
   took, and only then to the end. Each phase is a half cosine (anneal_strategy="cos") or a line ("linear"). The steps are
   total_steps, or epochs * steps_per_epoch. With cycle_momentum (the default, as PyTorch's) the momentum (SGD's,
-  RMSprop's, LARS's; the Adam family's b1: Optimizer.set_momentum) goes the other way in each phase, from max_momentum
+  RMSprop's, LARS's, Muon's; the Adam family's b1: Optimizer.set_momentum) goes the other way in each phase, from max_momentum
   down to base_momentum while the rate rises and back (three_phase: back in the second phase, then it stays)."""
   def __init__(self, optimizer: Optimizer, max_lr: float, total_steps: int | None = None, epochs: int | None = None,
                steps_per_epoch: int | None = None, pct_start: float = 0.3, anneal_strategy: str = "cos", cycle_momentum: bool = True,
@@ -115,17 +123,16 @@ class OneCycleLR(LRScheduler):
     if total_steps < 2: raise ValueError(f"OneCycleLR: total_steps must be >= 2, got {total_steps}")
     if not 0 < pct_start < 1: raise ValueError(f"OneCycleLR: pct_start must be in (0, 1), got {pct_start}")
     if anneal_strategy not in ("cos", "linear"): raise ValueError(f"OneCycleLR: anneal_strategy must be 'cos' or 'linear', got {anneal_strategy!r}")
-    if cycle_momentum and optimizer._momentum is None:
+    if cycle_momentum and optimizer.momentum_name is None:
       raise ValueError(f"OneCycleLR: cycle_momentum needs an optimizer with a momentum (or b1); {type(optimizer).__name__} has none "
                        "(SGD, RMSprop and LARS have one when built with momentum > 0): pass cycle_momentum=False")
     self.total_steps, self.anneal, self.cycle_momentum = total_steps, anneal_strategy, cycle_momentum
     start = max_lr / div_factor
     end, peak = start / final_div_factor, float(pct_start * total_steps) - 1  # the step where the rate reaches max_lr
-    # (last step of the phase, (its first rate, its last), (its first momentum, its last)), as PyTorch's phases
-    up, down = (start, max_lr), (max_lr, start)
-    self.phases = [(peak, up, (max_momentum, base_momentum)), (2 * peak, down, (base_momentum, max_momentum)),
-                   (total_steps - 1.0, (start, end), (max_momentum, max_momentum))] if three_phase else \
-                  [(peak, up, (max_momentum, base_momentum)), (total_steps - 1.0, (max_lr, end), (base_momentum, max_momentum))]
+    down, up = (max_momentum, base_momentum), (base_momentum, max_momentum)  # the momentum, as the rate goes up and down
+    self.phases = [_Phase(peak, (start, max_lr), down), _Phase(2 * peak, (max_lr, start), up),
+                   _Phase(total_steps - 1.0, (start, end), (max_momentum, max_momentum))] if three_phase else \
+                  [_Phase(peak, (start, max_lr), down), _Phase(total_steps - 1.0, (max_lr, end), up)]  # as PyTorch's phases
     super().__init__(optimizer, last_epoch)  # its first step sets the start rate (and momentum)
 
   def _anneal(self, ends: tuple[float, float], pct: float) -> float:
@@ -136,17 +143,17 @@ class OneCycleLR(LRScheduler):
   def _at(self, t: int) -> tuple[int, float]:
     """Step t's phase and how far into it (0 to 1)."""
     if t > self.total_steps: raise ValueError(f"OneCycleLR: stepped {t} times, past total_steps={self.total_steps}")
-    i = next((i for i, phase in enumerate(self.phases[:-1]) if t <= phase[0]), len(self.phases) - 1)
-    first, last = self.phases[i - 1][0] if i else 0.0, self.phases[i][0]
+    i = next((i for i, phase in enumerate(self.phases[:-1]) if t <= phase.last), len(self.phases) - 1)
+    first, last = self.phases[i - 1].last if i else 0.0, self.phases[i].last
     return i, (t - first) / (last - first) if last > first else 1.0
 
   def lr_at(self, t: int) -> float:
     i, pct = self._at(t)
-    return self._anneal(self.phases[i][1], pct)
+    return self._anneal(self.phases[i].rates, pct)
 
   def momentum_at(self, t: int) -> float:
     i, pct = self._at(t)
-    return self._anneal(self.phases[i][2], pct)
+    return self._anneal(self.phases[i].momenta, pct)
 
   def step(self) -> None:
     """Advance one step and set the optimizer's learning rate, and its momentum with cycle_momentum."""
