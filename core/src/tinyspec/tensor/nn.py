@@ -348,9 +348,10 @@ class NNMixin:
       raise RuntimeError(f"{name}: output_size {out} and the input's spatial size {self.shape[-nd:]} must be positive")
     return out, all(i % o == 0 for i, o in zip(self.shape[-nd:], out))
 
-  def _adaptive_windows(self: Tensor, out: tuple[int, ...], fill: float) -> Tensor:
+  def _adaptive_windows(self: Tensor, out: tuple[int, ...], fill: float) -> tuple[Tensor, np.ndarray]:
     """Each output's window over the last len(out) axes, as trailing axes (..., *out, *longest window), the places past a
-    shorter window's end holding `fill`: a gather per axis (adaptive windows are not evenly strided)."""
+    shorter window's end holding `fill`: a gather per axis (adaptive windows are not evenly strided). And how many places
+    each output's window has (an array of shape out)."""
     nd, x, valid = len(out), self, None
     for j, (size, o) in enumerate(zip(self.shape[-nd:], out)):
       start, end = _adaptive_bounds(size, o)
@@ -361,7 +362,7 @@ class NNMixin:
     lead = self.ndim - nd
     order = list(range(lead)) + [lead + 2 * j for j in range(nd)] + [lead + 2 * j + 1 for j in range(nd)]
     mask = type(self)(valid, device=self.device).permute([2 * j for j in range(nd)] + [2 * j + 1 for j in range(nd)])
-    return mask.where(x.permute(order), fill)
+    return mask.where(x.permute(order), fill), valid.sum(axis=tuple(range(1, 2 * nd, 2)))  # valid: (o1, k1, o2, k2, ...)
 
   def adaptive_avg_pool2d(self: Tensor, output_size: int | Sequence[int | None]) -> Tensor:
     """The mean over adaptive windows of the last 2 axes (F.adaptive_avg_pool2d; a tuple of 1 or 3 sizes pools 1 or 3
@@ -369,11 +370,8 @@ class NNMixin:
     nd = 2 if isinstance(output_size, int) else len(output_size)
     out, even = self._adaptive_setup(output_size, nd, "adaptive_avg_pool2d")
     if even: return self.avg_pool2d(tuple(i // o for i, o in zip(self.shape[-nd:], out)))
-    sums = self._float()._adaptive_windows(out, 0).sum(tuple(range(-nd, 0)))
-    count = np.ones(out)
-    for j, (size, o) in enumerate(zip(self.shape[-nd:], out)):
-      start, end = _adaptive_bounds(size, o)
-      count = count * (end - start).reshape((o,) + (1,) * (nd - 1 - j))
+    windows, count = self._float()._adaptive_windows(out, 0)
+    sums = windows.sum(tuple(range(-nd, 0)))
     return sums / type(self)(count.astype(np.float32), device=self.device).cast(sums.dtype)
 
   def adaptive_max_pool2d(self: Tensor, output_size: int | Sequence[int | None], return_indices: bool = False) -> Tensor | tuple[Tensor, Tensor]:
@@ -382,12 +380,12 @@ class NNMixin:
     nd = 2 if isinstance(output_size, int) else len(output_size)
     out, even = self._adaptive_setup(output_size, nd, "adaptive_max_pool2d")
     if even: return self.max_pool2d(tuple(i // o for i, o in zip(self.shape[-nd:], out)), return_indices=return_indices)
-    windows = self.contiguous_backward()._adaptive_windows(out, self.dtype.min).flatten(self.ndim)
+    windows = self.contiguous_backward()._adaptive_windows(out, self.dtype.min)[0].flatten(self.ndim)
     values = windows.max(-1)
     if not return_indices: return values
     spatial, past = self.shape[-nd:], math.prod(self.shape[-nd:])
     positions = type(self).arange(past, dtype=position_dtype(past + 1), device=self.device).reshape(*spatial)
-    return values, _window_argmax(windows, values, positions._adaptive_windows(out, past).flatten(nd), past)
+    return values, _window_argmax(windows, values, positions._adaptive_windows(out, past)[0].flatten(nd), past)
 
   # PyTorch's 1-d and 3-d names: an int output_size is one size per pooled axis
   def adaptive_avg_pool1d(self: Tensor, output_size: int | Sequence[int | None]) -> Tensor:

@@ -183,7 +183,7 @@ class SortMixin:
     d = resolve_dim(dim, self.ndim)
     n = self.shape[d] if self.ndim else 1
     if not 1 <= k <= n: raise RuntimeError(f"kthvalue: k={k} is out of range for dimension {dim} of shape {self.shape}")
-    if not self.ndim: return ValuesIndices(self, type(self).zeros((), dtype=position_dtype(1), device=self.device))
+    if not self.ndim: return ValuesIndices(*self.sort())  # the element itself, at index 0
     values, indices = self._kth_smallest(d, k)
     return ValuesIndices(values, indices) if keepdim else ValuesIndices(values.squeeze(d), indices.squeeze(d))
 
