@@ -238,25 +238,26 @@ class IndexingMixin:
     """out[i][j][k] = self[i][index[i][j][k]][k] for dim=1 (PyTorch's gather): index has self's ndim and no larger size
     on the other axes. A one-hot mask over self's axis `dim`, then a sum. An index value outside [0, size) matches no
     position and gives 0 (PyTorch raises; checking would read every index back to the host first)."""
-    d = resolve_dim(dim, self.ndim)
-    if index.ndim != self.ndim: raise RuntimeError(f"gather: index has {index.ndim} dimensions, the tensor {self.ndim}")
-    if not dtypes.is_int(index.dtype): raise RuntimeError(f"gather: index must be an integer tensor, got {index.dtype}")
-    if any(i > s for a, (i, s) in enumerate(zip(index.shape, self.shape)) if a != d):
-      raise RuntimeError(f"gather: index shape {index.shape} is larger than the tensor's {self.shape} outside dimension {dim}")
+    d, pos = self._index_axis("gather", dim, index)
     x = self.shrink(tuple(None if a == d else (0, i) for a, i in enumerate(index.shape))).unsqueeze(d)
-    size = self.shape[d]
-    pos = type(self).arange(size, dtype=index.dtype, device=self.device).reshape((1,) * (d + 1) + (size,) + (1,) * (self.ndim - d - 1))
     return x._select(index.unsqueeze(d + 1) == pos, (d + 1,))
 
-  def _scatter_onehot(self: Tensor, op: str, dim: int, index: Tensor, src: Tensor | float) -> tuple[int, Tensor, Tensor, tuple] | None:
-    """What scatter and scatter_reduce share, checked: (the axis d, the one-hot mask of which position s of self each
-    contribution j writes, on the axes index's ..., j, s, ...; src's values on the same axes; the padding from index's shape
-    to self's), or None when index is empty. A scalar src is that value everywhere."""
+  def _index_axis(self: Tensor, op: str, dim: int, index: Tensor) -> tuple[int, Tensor]:
+    """What gather and the scatters check of an index tensor along `dim` (as many axes as self, integers, no larger than
+    self outside dim), and (the axis, the positions 0 .. size - 1 along it on axis d + 1, for a one-hot against index)."""
     d = resolve_dim(dim, self.ndim)
     if index.ndim != self.ndim: raise RuntimeError(f"{op}: index has {index.ndim} dimensions, the tensor {self.ndim}")
     if not dtypes.is_int(index.dtype): raise RuntimeError(f"{op}: index must be an integer tensor, got {index.dtype}")
     if any(i > s for a, (i, s) in enumerate(zip(index.shape, self.shape)) if a != d):
       raise RuntimeError(f"{op}: index shape {index.shape} is larger than the tensor's {self.shape} outside dimension {dim}")
+    size = self.shape[d]
+    return d, type(self).arange(size, dtype=index.dtype, device=self.device).reshape((1,) * (d + 1) + (size,) + (1,) * (self.ndim - d - 1))
+
+  def _scatter_onehot(self: Tensor, op: str, dim: int, index: Tensor, src: Tensor | float) -> tuple[int, Tensor, Tensor, tuple] | None:
+    """What scatter and scatter_reduce share, checked: (the axis d, the one-hot mask of which position s of self each
+    contribution j writes, on the axes index's ..., j, s, ...; src's values on the same axes; the padding from index's shape
+    to self's), or None when index is empty. A scalar src is that value everywhere."""
+    d, pos = self._index_axis(op, dim, index)
     if isinstance(src, IndexingMixin):
       if src.ndim != self.ndim or any(i > s for i, s in zip(index.shape, src.shape)):
         raise RuntimeError(f"{op}: index shape {index.shape} is larger than src's {src.shape}")
@@ -264,8 +265,6 @@ class IndexingMixin:
     if index.numel() == 0: return None
     if isinstance(src, IndexingMixin): src = src.shrink(tuple((0, i) for i in index.shape))
     else: src = type(self).full(index.shape, src, self.dtype, self.device)
-    size = self.shape[d]
-    pos = type(self).arange(size, dtype=index.dtype, device=self.device).reshape((1,) * (d + 1) + (size,) + (1,) * (self.ndim - d - 1))
     pad = tuple((0, 0) if a == d else (0, s - i) for a, (i, s) in enumerate(zip(index.shape, self.shape)))
     return d, index.unsqueeze(d + 1) == pos, src.unsqueeze(d + 1), pad
 
