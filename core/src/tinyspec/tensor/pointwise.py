@@ -415,6 +415,9 @@ class PointwiseMixin:
     s = (self > 0).where(self._const_like(1), zero)
     return s if dtypes.is_unsigned(self.dtype) else (self < 0).where(self._const_like(-1), s)
   def isnan(self: Tensor) -> Tensor: return self.ne(self) if dtypes.is_float(self.dtype) else self.full_like(False, dtypes.bool)
+  def _equal_or_nan(self: Tensor, other: Tensor) -> Tensor:
+    """x == y, or both nan: the nans as one value (mode's counts, median's ties)."""
+    return (self == other) | (self.isnan() & other.isnan()) if dtypes.is_float(self.dtype) else self == other
   def isinf(self: Tensor, detect_positive: bool = True, detect_negative: bool = True) -> Tensor:
     if not dtypes.is_float(self.dtype) or not (detect_positive or detect_negative): return self.full_like(False, dtypes.bool)
     return (self == math.inf) | (self == -math.inf) if detect_positive and detect_negative else self == (math.inf if detect_positive else -math.inf)

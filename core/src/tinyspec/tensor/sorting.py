@@ -206,15 +206,14 @@ class SortMixin:
     d = resolve_dim(dim, self.ndim)
     if (n := self.shape[d]) == 0: raise IndexError(f"mode: cannot take the mode of an empty dim {dim} of shape {self.shape}")
     x = self.transpose(d, -1)
-    def same(a: Tensor, b: Tensor) -> Tensor: return (a == b) | (a.isnan() & b.isnan()) if dtypes.is_float(x.dtype) else a == b
-    counts = same(x.unsqueeze(-1), x.unsqueeze(-2)).cast(dtypes.int32).sum(-1, dtype=dtypes.int32)  # how often each one occurs
+    counts = x.unsqueeze(-1)._equal_or_nan(x.unsqueeze(-2)).cast(dtypes.int32).sum(-1, dtype=dtypes.int32)  # how often each one occurs
     most = counts == counts.max(-1, keepdim=True)
     if dtypes.is_float(x.dtype):
       numbers = most & ~x.isnan()
       value = numbers.any(-1, keepdim=True).where(numbers.where(x, math.inf).min(-1, keepdim=True), math.nan)
     else: value = most.where(x, x.dtype.max).min(-1, keepdim=True)
     at = type(self).arange(n, dtype=position_dtype(n), device=self.device)
-    index = same(x, value).where(at, -1).max(-1, keepdim=True)  # the last position holding it
+    index = x._equal_or_nan(value).where(at, -1).max(-1, keepdim=True)  # the last position holding it
     values, indices = x.gather(-1, index).transpose(d, -1), index.transpose(d, -1)  # gathered: the slope goes to that element
     return ValuesIndices(values, indices) if keepdim else ValuesIndices(values.squeeze(d), indices.squeeze(d))
 

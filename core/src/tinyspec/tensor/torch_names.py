@@ -324,7 +324,7 @@ class TorchNamesMixin:
       return self.sum() + math.nan
     m = getattr(self.flatten(), name)(0)[0]
     if not self.requires_grad or not dtypes.is_float(self.dtype): return m
-    ties = (self == m.detach()) | (self.isnan() & m.detach().isnan())  # a nan median: every nan shares its slope
+    ties = self._equal_or_nan(m.detach())  # a nan median: every nan shares its slope
     share = ties.where(self, 0.0).sum() / ties.sum().maximum(1).cast(self.dtype)  # the median itself, each tie's slope 1/count
     return m.isinf().where(share, m.detach() + (share - share.detach()))  # an infinite share minus itself is nan
 
